@@ -1,0 +1,172 @@
+//! The command line, parsed in one place into plain structs.
+
+use std::path::PathBuf;
+
+use aril_engine::{Scope, ScopeFilter};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// aril: long-term memory for LLM agents. Keeps every turn verbatim, cuts conversations into topic
+/// segments and recalls what is relevant to a question, offline.
+#[derive(Parser, Debug)]
+#[command(name = "aril", version, about)]
+pub struct Cli {
+    /// Data directory (created if missing). One process at a time may own it.
+    #[arg(
+        long,
+        global = true,
+        env = "ARIL_DATA_DIR",
+        default_value = "aril-data"
+    )]
+    pub data_dir: PathBuf,
+    /// Configuration file (TOML); see docs/configuration.md.
+    #[arg(long, global = true, env = "ARIL_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Directory of the all-MiniLM-L6-v2 model (default: $ARIL_MODEL_DIR or
+    /// ~/.cache/aril/models/all-MiniLM-L6-v2, filled by scripts/fetch-model).
+    #[arg(long, global = true)]
+    pub model_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Import a conversation file (LoCoMo or LongMemEval format). Idempotent.
+    Import(ImportCmd),
+    /// Append one turn (TEXT), or JSON lines from stdin when TEXT is absent or `-`.
+    Add(AddCmd),
+    /// Recall what is relevant to a question, within a scope.
+    Search(SearchCmd),
+    /// List the closed segments of a scope.
+    Segments(SegmentsCmd),
+    /// Counts of the data directory.
+    Stats(StatsCmd),
+    /// Delete everything of a scope: turns, segments, index entries, cached vectors.
+    Delete(DeleteCmd),
+    /// Rebuild the lexical index from the store and embed units lacking vectors.
+    Reindex,
+    /// Check the store's integrity.
+    Check,
+    /// Ingest a sample conversation, show its segments and answer questions from it.
+    Demo(DemoCmd),
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ImportFormat {
+    Locomo,
+    Longmemeval,
+}
+
+#[derive(Args, Debug)]
+pub struct ImportCmd {
+    /// The file's format.
+    #[arg(value_enum)]
+    pub format: ImportFormat,
+    pub file: PathBuf,
+    /// LoCoMo only: import just this conversation (sample_id); repeatable.
+    #[arg(long = "conversation")]
+    pub conversations: Vec<String>,
+}
+
+/// The scope flags shared by commands.
+#[derive(Args, Debug, Clone)]
+pub struct ScopeArgs {
+    #[arg(long = "user")]
+    pub user: String,
+    #[arg(long = "agent")]
+    pub agent: Option<String>,
+    #[arg(long = "run")]
+    pub run: Option<String>,
+}
+
+impl ScopeArgs {
+    pub fn scope(&self) -> anyhow::Result<Scope> {
+        Ok(Scope::new(
+            self.user.clone(),
+            self.agent.clone(),
+            self.run.clone(),
+        )?)
+    }
+
+    pub fn filter(&self) -> anyhow::Result<ScopeFilter> {
+        Ok(self.scope()?.as_filter())
+    }
+
+    pub fn describe(&self) -> String {
+        self.scope()
+            .map(|s| s.to_string())
+            .unwrap_or_else(|_| self.user.clone())
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct AddCmd {
+    #[command(flatten)]
+    pub scope: ScopeArgs,
+    /// Conversation the turn belongs to.
+    #[arg(long, default_value = "main")]
+    pub conversation: String,
+    #[arg(long)]
+    pub session: Option<String>,
+    /// user, assistant, system or tool.
+    #[arg(long, default_value = "user")]
+    pub role: String,
+    /// The speaker's name, when it matters more than the role.
+    #[arg(long)]
+    pub speaker: Option<String>,
+    /// When the turn was said (RFC 3339, e.g. 2024-03-01T10:00:00Z). Default: now.
+    #[arg(long)]
+    pub at: Option<String>,
+    /// Close the conversation's open segment after adding.
+    #[arg(long)]
+    pub flush: bool,
+    pub text: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct SearchCmd {
+    #[command(flatten)]
+    pub scope: ScopeArgs,
+    /// Units to return at most.
+    #[arg(long)]
+    pub k: Option<usize>,
+    /// o200k tokens the results may use together.
+    #[arg(long)]
+    pub budget: Option<usize>,
+    #[arg(long)]
+    pub json: bool,
+    pub query: String,
+}
+
+#[derive(Args, Debug)]
+pub struct SegmentsCmd {
+    #[command(flatten)]
+    pub scope: ScopeArgs,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct StatsCmd {
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct DeleteCmd {
+    #[command(flatten)]
+    pub scope: ScopeArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct DemoCmd {
+    /// Run the demo on a LoCoMo file's first conversation instead of the built-in sample.
+    #[arg(long)]
+    pub locomo: Option<PathBuf>,
+    /// With --locomo: the conversation (sample_id) to use.
+    #[arg(long)]
+    pub conversation: Option<String>,
+    /// Questions to answer.
+    #[arg(long, default_value_t = 5)]
+    pub questions: usize,
+}

@@ -1,0 +1,87 @@
+//! `aril`: the command-line adapter over `aril-engine`. Parses flags into engine calls, draws
+//! progress, prints tables or JSON. No memory logic lives here.
+
+mod add;
+mod args;
+mod demo;
+mod import;
+mod output;
+mod progress;
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use aril_engine::{Config, Engine};
+use clap::Parser;
+
+use args::{Cli, Command};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("ARIL_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn load_config(cli: &Cli) -> anyhow::Result<Config> {
+    let mut config = match &cli.config {
+        Some(path) => Config::load(path)?,
+        None => Config::default(),
+    };
+    if let Some(dir) = &cli.model_dir {
+        config.model_dir = Some(dir.clone());
+    }
+    Ok(config)
+}
+
+fn open(cli: &Cli) -> anyhow::Result<Engine> {
+    let config = load_config(cli)?;
+    Engine::open(&cli.data_dir, config)
+        .with_context(|| format!("opening data directory {}", cli.data_dir.display()))
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    match &cli.command {
+        Command::Import(cmd) => import::run(open(&cli)?, cmd),
+        Command::Add(cmd) => add::run(open(&cli)?, cmd),
+        Command::Search(cmd) => output::search(open(&cli)?, cmd),
+        Command::Segments(cmd) => output::segments(&open(&cli)?, cmd),
+        Command::Stats(cmd) => output::stats(&open(&cli)?, cmd),
+        Command::Delete(cmd) => {
+            let mut engine = open(&cli)?;
+            let report = engine.delete(&cmd.scope.filter()?)?;
+            println!(
+                "deleted {} turns, {} segments and {} cached embeddings of {}",
+                report.turns,
+                report.segments,
+                report.embeddings,
+                cmd.scope.describe()
+            );
+            Ok(())
+        }
+        Command::Reindex => {
+            let mut engine = open(&cli)?;
+            let n = engine.reindex()?;
+            println!("reindexed {n} units");
+            Ok(())
+        }
+        Command::Check => {
+            let engine = open(&cli)?;
+            engine.check_integrity()?;
+            println!("ok: {} passes its integrity check", cli.data_dir.display());
+            Ok(())
+        }
+        Command::Demo(cmd) => demo::run(&cli, load_config(&cli)?, cmd),
+    }
+}

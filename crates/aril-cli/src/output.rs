@@ -1,0 +1,94 @@
+//! Read commands: `search`, `segments`, `stats`, as text tables or JSON.
+
+use aril_engine::{Engine, SearchRequest};
+
+use crate::args::{SearchCmd, SegmentsCmd, StatsCmd};
+
+pub fn search(mut engine: Engine, cmd: &SearchCmd) -> anyhow::Result<()> {
+    let response = engine.search(&SearchRequest {
+        filter: cmd.scope.filter()?,
+        query: cmd.query.clone(),
+        k: cmd.k,
+        budget: cmd.budget,
+    })?;
+    if cmd.json {
+        println!("{}", serde_json::to_string_pretty(&response)?);
+        return Ok(());
+    }
+    if response.results.is_empty() {
+        println!("nothing recalled for {}", cmd.scope.describe());
+    }
+    for hit in &response.results {
+        let when = hit
+            .time
+            .map(|t| t.format("%Y-%m-%d %H:%M").to_string())
+            .unwrap_or_else(|| "undated".into());
+        println!(
+            "{:>2}. {} {} [{}] ({}, score {:.4})",
+            hit.rank,
+            hit.kind.as_str(),
+            hit.source.turns.join(","),
+            when,
+            hit.source
+                .session
+                .as_deref()
+                .unwrap_or(&hit.source.conversation),
+            hit.score
+        );
+        for line in hit.text.lines() {
+            println!("      {line}");
+        }
+    }
+    println!(
+        "({} results, {} tokens)",
+        response.results.len(),
+        response.context_tokens
+    );
+    Ok(())
+}
+
+pub fn segments(engine: &Engine, cmd: &SegmentsCmd) -> anyhow::Result<()> {
+    let segments = engine.segments(&cmd.scope.filter()?)?;
+    if cmd.json {
+        println!("{}", serde_json::to_string_pretty(&segments)?);
+        return Ok(());
+    }
+    for s in &segments {
+        println!(
+            "{} {:>2} turns {:>4} tokens  {:<13} p={:.2}  {}",
+            s.id,
+            s.turns.len(),
+            s.tokens,
+            s.reason.as_str(),
+            s.boundary_score,
+            s.start_time
+                .map(|t| t.format("%Y-%m-%d").to_string())
+                .unwrap_or_default()
+        );
+    }
+    println!("({} segments)", segments.len());
+    Ok(())
+}
+
+pub fn stats(engine: &Engine, cmd: &StatsCmd) -> anyhow::Result<()> {
+    let stats = engine.stats()?;
+    if cmd.json {
+        println!("{}", serde_json::to_string_pretty(&stats)?);
+        return Ok(());
+    }
+    let s = &stats.store;
+    println!("data directory      {}", stats.data_dir);
+    println!("users               {}", s.users);
+    println!("conversations       {}", s.conversations);
+    println!("turns               {}", s.turns);
+    println!("segments            {}", s.segments);
+    println!("turns per segment   {:.2}", stats.turns_per_segment);
+    println!("turns in open segs  {}", s.open_segment_turns);
+    println!(
+        "embedded texts      {} ({} chunks)",
+        s.embeddings, s.embedded_chunks
+    );
+    println!("lexical units       {}", stats.lexical_units);
+    println!("store bytes         {}", s.bytes);
+    Ok(())
+}

@@ -1,0 +1,20 @@
+//! The data model every aril stage shares: who a memory belongs to ([`Scope`]), what was said
+//! ([`Turn`], the ground state, kept verbatim), how turns group into topics ([`Segment`]), and the
+//! typed [`Card`]s that later stages derive from segments.
+//!
+//! This crate knows nothing about storage, embeddings, HTTP or any LLM vendor.
+
+mod card;
+mod error;
+mod ids;
+mod scope;
+mod segment;
+pub mod tokens;
+mod turn;
+
+pub use card::{Card, CardId, CardKind, CardTime};
+pub use error::InvalidInput;
+pub use ids::{content_hash, short_hash};
+pub use scope::{Scope, ScopeFilter};
+pub use segment::{CloseReason, Segment, SegmentId};
+pub use turn::{NewTurn, Role, Turn, TurnId, render_line, render_turns};

@@ -1,0 +1,53 @@
+//! Sentence embeddings for aril: the [`Embedder`] seam, the offline all-MiniLM-L6-v2 runtime
+//! ([`MiniLm`], candle), and the two ways to embed text:
+//!
+//! - [`embed_chunked`]: aril's own units. Text longer than the model reads is split into chunks that
+//!   fit, and every chunk is embedded. Nothing is ever truncated.
+//! - [`embed_truncated`]: what sentence-transformers and ChromaDB do (keep the first 254 word pieces).
+//!   Only for baselines that reproduce that behaviour on purpose; it reports how many inputs it cut.
+//!
+//! Cost: one transformer pass per chunk; about 70-80 chunks/s on 2 cores for ~40-piece inputs.
+
+mod chunk;
+mod error;
+mod minilm;
+
+pub use chunk::{Chunk, ChunkedText, embed_chunked, embed_truncated, split_pieces};
+pub use error::EmbedError;
+pub use minilm::{MODEL_NAME, MiniLm, default_model_dir};
+
+/// The word pieces of a text, without special tokens, with each piece's byte span in the text.
+#[derive(Debug, Clone, Default)]
+pub struct Pieces {
+    pub ids: Vec<u32>,
+    pub spans: Vec<(usize, usize)>,
+}
+
+/// A sentence-embedding model. Implementations: [`MiniLm`] (candle). Vectors are L2-normalised,
+/// so a dot product is the cosine similarity.
+pub trait Embedder: Send + Sync {
+    /// Model name, part of every embedding-cache key.
+    fn name(&self) -> &str;
+    /// Dimension of the vectors.
+    fn dim(&self) -> usize;
+    /// Word pieces the model reads per input, special tokens included (256 for MiniLM).
+    fn max_pieces(&self) -> usize;
+    /// Splits text into word pieces (no special tokens added).
+    fn tokenize(&self, text: &str) -> Result<Pieces, EmbedError>;
+    /// Embeds piece sequences, each at most `max_pieces() - 2` long (the model adds its two special
+    /// tokens). Returns one normalised vector per sequence, in order.
+    fn embed_pieces(&self, seqs: &[&[u32]]) -> Result<Vec<Vec<f32>>, EmbedError>;
+}
+
+/// Dot product of two vectors (the cosine similarity for normalised vectors).
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+/// Scales `v` to unit length in place (a zero vector stays zero).
+pub fn normalize(v: &mut [f32]) {
+    let norm = dot(v, v).sqrt();
+    if norm > 0.0 {
+        v.iter_mut().for_each(|x| *x /= norm);
+    }
+}

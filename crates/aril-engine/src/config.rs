@@ -1,0 +1,93 @@
+//! The engine's configuration: one typed home for every tunable, with documented defaults.
+//! Loaded from a TOML file (`--config`) or left at its defaults.
+
+use std::path::{Path, PathBuf};
+
+use aril_segment::SegmenterConfig;
+use serde::{Deserialize, Serialize};
+
+use crate::EngineError;
+
+/// Everything an engine can be told.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Directory with `model.safetensors`, `tokenizer.json`, `config.json` of all-MiniLM-L6-v2.
+    /// Default: `$ARIL_MODEL_DIR`, else `~/.cache/aril/models/all-MiniLM-L6-v2`.
+    pub model_dir: Option<PathBuf>,
+    pub segmenter: SegmenterConfig,
+    pub recall: RecallConfig,
+    /// Turns committed per transaction during ingest: a crash keeps whole batches only.
+    pub ingest_batch: usize,
+}
+
+/// How recall ranks and fuses.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RecallConfig {
+    /// Candidates taken from each ranked list before fusion.
+    pub candidates: usize,
+    /// The `k` of reciprocal-rank fusion.
+    pub rrf_k: f32,
+    /// Fusion weight of dense (cosine) search over turns.
+    pub w_dense_turns: f32,
+    /// Fusion weight of BM25 over turns.
+    pub w_lexical_turns: f32,
+    /// Fusion weight of dense search over segments.
+    pub w_dense_segments: f32,
+    /// Fusion weight of BM25 over segments.
+    pub w_lexical_segments: f32,
+    /// Results returned when the caller gives no `k`.
+    pub default_k: usize,
+}
+
+impl Default for RecallConfig {
+    fn default() -> Self {
+        Self {
+            candidates: 50,
+            rrf_k: aril_recall::RRF_K,
+            w_dense_turns: 1.0,
+            w_lexical_turns: 1.0,
+            w_dense_segments: 1.0,
+            w_lexical_segments: 1.0,
+            default_k: 10,
+        }
+    }
+}
+
+impl Config {
+    /// Reads a TOML configuration file; unknown keys are errors.
+    pub fn load(path: &Path) -> Result<Self, EngineError> {
+        let text = std::fs::read_to_string(path).map_err(|e| EngineError::Io {
+            what: format!("reading configuration {}", path.display()),
+            source: e,
+        })?;
+        let config: Config = toml::from_str(&text)
+            .map_err(|e| EngineError::Config(format!("{}: {e}", path.display())))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    pub fn validate(&self) -> Result<(), EngineError> {
+        self.segmenter.validate().map_err(EngineError::Config)?;
+        if self.recall.candidates == 0 || self.recall.default_k == 0 {
+            return Err(EngineError::Config(
+                "recall.candidates and recall.default_k must be at least 1".into(),
+            ));
+        }
+        if self.recall.rrf_k < 0.0 {
+            return Err(EngineError::Config(
+                "recall.rrf_k must not be negative".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    pub(crate) fn batch_size(&self) -> usize {
+        if self.ingest_batch == 0 {
+            64
+        } else {
+            self.ingest_batch
+        }
+    }
+}

@@ -1,0 +1,27 @@
+//! Errors of the engine: each wraps a stage's error or says what to fix.
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error(
+        "data directory {dir} is in use by another aril process ({holder}); stop it, or use another \
+         --data-dir"
+    )]
+    Busy { dir: String, holder: String },
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        source: std::io::Error,
+    },
+    #[error("invalid input: {0}")]
+    InvalidInput(#[from] aril_core::InvalidInput),
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    #[error(transparent)]
+    Store(#[from] aril_store::StoreError),
+    #[error(transparent)]
+    Index(#[from] aril_index::IndexError),
+    #[error(transparent)]
+    Embed(#[from] aril_embed::EmbedError),
+    #[error(transparent)]
+    Dataset(#[from] aril_datasets::DatasetError),
+}

@@ -1,0 +1,288 @@
+//! The write path: validate, drop what is already stored, embed (through the cache), segment, and
+//! commit each batch atomically with its closed segments and the conversation's open segment; then
+//! bring the lexical index up to the store.
+//!
+//! Cost per turn: one chunked embedding of `Speaker: text` (cached by text), one o200k count, one
+//! segmenter step. Per closed segment: one chunked embedding of its text. No LLM call.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use aril_core::{NewTurn, Scope, Segment, SegmentId, Turn, TurnId, render_turns, tokens};
+use aril_segment::{Closed, OpenSegment, TurnInput};
+use aril_store::{OpenSegmentRecord, SegmentRecord, TurnRecord, WriteBatch};
+use chrono::Utc;
+use serde::Serialize;
+
+use crate::{Engine, EngineError};
+
+/// How an ingest treats the end of its input.
+#[derive(Debug, Clone, Default)]
+pub struct IngestOptions {
+    /// Close each conversation's open segment when the input ends (a finished import). Streaming
+    /// callers leave it false so the next turns can continue the segment.
+    pub flush: bool,
+}
+
+/// Where an ingest stands, for progress bars.
+#[derive(Debug, Clone, Copy)]
+pub struct Progress {
+    pub done: usize,
+    pub total: usize,
+}
+
+/// What an ingest did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct IngestReport {
+    pub turns_received: usize,
+    pub turns_added: usize,
+    /// Turns already stored (same stable id), or repeated inside the input.
+    pub turns_skipped: usize,
+    pub segments_closed: usize,
+    pub embedded_texts: usize,
+    /// True when the caller's cancel flag stopped the ingest between two batches; everything
+    /// committed before stays.
+    pub interrupted: bool,
+    pub elapsed_s: f64,
+}
+
+type ConversationKey = (String, String);
+
+impl Engine {
+    /// Ingests turns (any mix of scopes and conversations, each conversation in order). Invalid
+    /// input is rejected before anything is written. Checks `cancel` between batches.
+    pub fn ingest(
+        &mut self,
+        turns: Vec<NewTurn>,
+        options: &IngestOptions,
+        progress: &mut dyn FnMut(Progress),
+        cancel: &AtomicBool,
+    ) -> Result<IngestReport, EngineError> {
+        let started = Instant::now();
+        for t in &turns {
+            t.validate()?;
+        }
+        let mut report = IngestReport {
+            turns_received: turns.len(),
+            ..Default::default()
+        };
+        // Every conversation the input names, to flush even those with nothing new.
+        let mut touched: Vec<(Scope, String)> = Vec::new();
+        for t in &turns {
+            if !touched
+                .iter()
+                .any(|(s, c)| s == &t.scope && c == &t.conversation)
+            {
+                touched.push((t.scope.clone(), t.conversation.clone()));
+            }
+        }
+        // Drop repeats inside the input, then what the store already has.
+        let mut seen = HashSet::new();
+        let mut fresh: Vec<(TurnId, NewTurn)> = Vec::with_capacity(turns.len());
+        for t in turns {
+            let id = t.id();
+            if seen.insert(id.clone()) {
+                fresh.push((id, t));
+            }
+        }
+        let ids: Vec<TurnId> = fresh.iter().map(|(id, _)| id.clone()).collect();
+        let stored = self.store.existing_turns(&ids)?;
+        fresh.retain(|(id, _)| !stored.contains(id));
+        report.turns_skipped = report.turns_received - fresh.len();
+
+        // Group by conversation, keeping each conversation's order.
+        let mut order: Vec<ConversationKey> = Vec::new();
+        let mut groups: HashMap<ConversationKey, Vec<(TurnId, NewTurn)>> = HashMap::new();
+        for (id, t) in fresh {
+            let key = (t.scope.key(), t.conversation.clone());
+            if !groups.contains_key(&key) {
+                order.push(key.clone());
+            }
+            groups.entry(key).or_default().push((id, t));
+        }
+        let total: usize = groups.values().map(Vec::len).sum();
+        let batch = self.config.batch_size();
+        let mut done = 0;
+        progress(Progress { done, total });
+        'conversations: for key in order {
+            let group = groups.remove(&key).unwrap_or_default();
+            let Some((_, first)) = group.first() else {
+                continue;
+            };
+            let scope = first.scope.clone();
+            let conversation = first.conversation.clone();
+            let mut open = self.store.open_segment(&scope, &conversation)?;
+            let n_batches = group.len().div_ceil(batch);
+            for (b, chunk) in group.chunks(batch).enumerate() {
+                if cancel.load(Ordering::SeqCst) {
+                    report.interrupted = true;
+                    break 'conversations;
+                }
+                let last = b + 1 == n_batches;
+                let step = self.ingest_batch(
+                    &scope,
+                    &conversation,
+                    chunk,
+                    &mut open,
+                    options.flush && last,
+                )?;
+                report.turns_added += step.turns_added;
+                report.turns_skipped += step.turns_skipped;
+                report.segments_closed += step.segments_closed;
+                report.embedded_texts += step.embedded_texts;
+                done += chunk.len();
+                progress(Progress { done, total });
+            }
+        }
+        if options.flush && !report.interrupted {
+            // Conversations with nothing new may still hold an open segment from earlier streaming;
+            // the others were flushed with their last batch, so this finds them empty.
+            report.segments_closed += self.flush_open_segments(&touched)?;
+        }
+        report.elapsed_s = started.elapsed().as_secs_f64();
+        Ok(report)
+    }
+
+    /// Embeds, segments and commits one batch of one conversation's new turns.
+    fn ingest_batch(
+        &mut self,
+        scope: &Scope,
+        conversation: &str,
+        chunk: &[(TurnId, NewTurn)],
+        open: &mut OpenSegment,
+        flush: bool,
+    ) -> Result<IngestReport, EngineError> {
+        let now = Utc::now();
+        let rendered: Vec<String> = chunk.iter().map(|(_, t)| t.rendered()).collect();
+        let (embeddings, mut fresh) = self.embed_cached(&rendered)?;
+        let mut turns: Vec<TurnRecord> = Vec::with_capacity(chunk.len());
+        let mut closed: Vec<Closed> = Vec::new();
+        for (((id, t), text), e) in chunk.iter().zip(&rendered).zip(&embeddings) {
+            closed.extend(self.segmenter.push(
+                open,
+                TurnInput {
+                    id: id.clone(),
+                    session: t.session.clone(),
+                    vector: Self::mean_vector(e),
+                    tokens: tokens::count(text) as u32,
+                },
+            ));
+            turns.push(TurnRecord {
+                turn: Turn {
+                    id: id.clone(),
+                    seq: 0,
+                    turn: t.clone(),
+                    ingest_time: now,
+                },
+                text_hash: e.text_hash.clone(),
+            });
+        }
+        if flush {
+            closed.extend(self.segmenter.flush(open));
+        }
+        let segments = self.build_segments(scope, conversation, &closed, &turns)?;
+        let segment_texts: Vec<String> = segments.iter().map(|(_, text)| text.clone()).collect();
+        let (segment_embeddings, segment_fresh) = self.embed_cached(&segment_texts)?;
+        fresh.extend(segment_fresh);
+        let embedded_texts = fresh.len();
+        let batch = WriteBatch {
+            turns,
+            segments: segments
+                .into_iter()
+                .zip(&segment_embeddings)
+                .map(|((segment, _), e)| SegmentRecord {
+                    segment,
+                    text_hash: e.text_hash.clone(),
+                })
+                .collect(),
+            open_segments: vec![OpenSegmentRecord {
+                scope: scope.clone(),
+                conversation: conversation.to_string(),
+                state: open.clone(),
+            }],
+            embeddings: fresh,
+        };
+        let committed = self.store.commit(batch)?;
+        self.catch_up_indexes()?;
+        self.vectors.evict(&scope.user_id);
+        Ok(IngestReport {
+            turns_added: committed.turns_added,
+            turns_skipped: committed.turns_skipped,
+            segments_closed: committed.segments_added,
+            embedded_texts,
+            ..Default::default()
+        })
+    }
+
+    /// Turns closed segmenter output into segments with their texts. Member turns from earlier
+    /// batches are read from the store.
+    fn build_segments(
+        &self,
+        scope: &Scope,
+        conversation: &str,
+        closed: &[Closed],
+        batch: &[TurnRecord],
+    ) -> Result<Vec<(Segment, String)>, EngineError> {
+        let in_batch: HashMap<&TurnId, &Turn> =
+            batch.iter().map(|r| (&r.turn.id, &r.turn)).collect();
+        let earlier: Vec<TurnId> = closed
+            .iter()
+            .flat_map(|c| c.turns.iter())
+            .filter(|id| !in_batch.contains_key(id))
+            .cloned()
+            .collect();
+        let stored: HashMap<TurnId, Turn> = self
+            .store
+            .turns(&earlier)?
+            .into_iter()
+            .map(|t| (t.id.clone(), t))
+            .collect();
+        let mut out = Vec::with_capacity(closed.len());
+        for c in closed {
+            let members: Vec<Turn> = c
+                .turns
+                .iter()
+                .map(|id| {
+                    in_batch
+                        .get(id)
+                        .map(|t| (*t).clone())
+                        .or_else(|| stored.get(id).cloned())
+                        .ok_or_else(|| {
+                            EngineError::Store(aril_store::StoreError::Corrupt(format!(
+                                "open segment names turn {id}, which is not stored"
+                            )))
+                        })
+                })
+                .collect::<Result<_, _>>()?;
+            let times = members.iter().filter_map(|t| t.turn.event_time);
+            let segment = Segment {
+                id: SegmentId::for_turns(&c.turns),
+                scope: scope.clone(),
+                conversation: conversation.to_string(),
+                turns: c.turns.clone(),
+                boundary_score: c.score,
+                reason: c.reason,
+                tokens: c.tokens,
+                start_time: times.clone().min(),
+                end_time: times.max(),
+            };
+            out.push((segment, render_turns(&members)));
+        }
+        Ok(out)
+    }
+
+    /// Closes the open segments of the given conversations. Returns how many segments closed.
+    fn flush_open_segments(&mut self, keys: &[(Scope, String)]) -> Result<usize, EngineError> {
+        let mut closed = 0;
+        for (scope, conversation) in keys {
+            let mut open = self.store.open_segment(scope, conversation)?;
+            if open.is_empty() {
+                continue;
+            }
+            let step = self.ingest_batch(scope, conversation, &[], &mut open, true)?;
+            closed += step.segments_closed;
+        }
+        Ok(closed)
+    }
+}

@@ -1,0 +1,200 @@
+//! The aril memory engine over one data directory: ingest turns (keep verbatim, embed, segment),
+//! keep the derived indexes in step, and recall what is relevant to a question within a budget.
+//! This is the library API that the CLI (and later the server) adapt; it knows no wire format.
+//!
+//! Data directory layout:
+//! - `aril.lock`: held by the one process that owns the directory;
+//! - `store.sqlite` (+ `-wal`, `-shm`): the ground state and the embedding cache;
+//! - `lexical/`: the tantivy BM25 index, derived, rebuildable with [`Engine::reindex`].
+
+mod config;
+mod embedding;
+mod error;
+mod ingest;
+mod lock;
+mod search;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use aril_embed::{Embedder, MiniLm};
+use aril_index::{LexicalIndex, VectorIndex};
+use aril_segment::Segmenter;
+use aril_store::{SqliteStore, Store, StoreStats};
+use serde::Serialize;
+
+pub use aril_core::{NewTurn, Role, Scope, ScopeFilter, Segment};
+pub use aril_datasets as datasets;
+pub use aril_segment::SegmenterConfig;
+pub use aril_store::{DeleteReport, UnitKind};
+pub use config::{Config, RecallConfig};
+pub use error::EngineError;
+pub use ingest::{IngestOptions, IngestReport, Progress};
+pub use search::{SearchHit, SearchRequest, SearchResponse, SourceRef};
+
+/// Where the lexical index lives inside a data directory.
+const LEXICAL_DIR: &str = "lexical";
+const STORE_FILE: &str = "store.sqlite";
+
+/// An open data directory. One process at a time owns a directory.
+pub struct Engine {
+    dir: PathBuf,
+    config: Config,
+    store: Box<dyn Store>,
+    lexical: LexicalIndex,
+    vectors: VectorIndex,
+    segmenter: Segmenter,
+    embedder: Option<Arc<dyn Embedder>>,
+    _lock: lock::DirLock,
+}
+
+/// Counts describing a data directory.
+#[derive(Debug, Clone, Serialize)]
+pub struct Stats {
+    pub data_dir: String,
+    #[serde(flatten)]
+    pub store: StoreStats,
+    pub lexical_units: u64,
+    /// Turns per closed segment (the paper reports about 5.8 on LoCoMo).
+    pub turns_per_segment: f64,
+}
+
+impl Engine {
+    /// Opens (creating if needed) a data directory. The embedding model is loaded on first use
+    /// from `config.model_dir` (default: [`aril_embed::default_model_dir`]).
+    pub fn open(dir: &Path, config: Config) -> Result<Self, EngineError> {
+        Self::open_inner(dir, config, None)
+    }
+
+    /// Opens a data directory with an embedder already loaded (shared between engines).
+    pub fn open_with_embedder(
+        dir: &Path,
+        config: Config,
+        embedder: Arc<dyn Embedder>,
+    ) -> Result<Self, EngineError> {
+        Self::open_inner(dir, config, Some(embedder))
+    }
+
+    fn open_inner(
+        dir: &Path,
+        config: Config,
+        embedder: Option<Arc<dyn Embedder>>,
+    ) -> Result<Self, EngineError> {
+        config.validate()?;
+        std::fs::create_dir_all(dir).map_err(|e| EngineError::Io {
+            what: format!("creating data directory {}", dir.display()),
+            source: e,
+        })?;
+        let lock = lock::DirLock::acquire(dir)?;
+        let store = SqliteStore::open(&dir.join(STORE_FILE))?;
+        let lexical = LexicalIndex::open(&dir.join(LEXICAL_DIR))?;
+        let mut engine = Self {
+            dir: dir.to_path_buf(),
+            segmenter: Segmenter::new(config.segmenter.clone()),
+            config,
+            store: Box::new(store),
+            lexical,
+            vectors: VectorIndex::default(),
+            embedder,
+            _lock: lock,
+        };
+        engine.catch_up_indexes()?;
+        Ok(engine)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The embedder, loading the model on first use.
+    fn embedder(&mut self) -> Result<Arc<dyn Embedder>, EngineError> {
+        if let Some(e) = &self.embedder {
+            return Ok(e.clone());
+        }
+        let dir = self
+            .config
+            .model_dir
+            .clone()
+            .unwrap_or_else(aril_embed::default_model_dir);
+        let model: Arc<dyn Embedder> = Arc::new(MiniLm::load(&dir)?);
+        self.embedder = Some(model.clone());
+        Ok(model)
+    }
+
+    /// Brings the lexical index up to the store: adds units committed after its watermark, and
+    /// rebuilds it when it holds more than the store (a deletion interrupted between the two).
+    fn catch_up_indexes(&mut self) -> Result<(), EngineError> {
+        let stats = self.store.stats()?;
+        if self.lexical.len() > stats.turns + stats.segments {
+            tracing::warn!("lexical index holds units the store lacks; rebuilding it");
+            self.lexical.clear()?;
+        }
+        let mark = self.lexical.watermark()?;
+        let units = self.store.units_after(mark.turn_seq, mark.segment_seq)?;
+        if !units.is_empty() {
+            let mut next = mark;
+            for u in &units {
+                match u.kind {
+                    UnitKind::Turn => next.turn_seq = next.turn_seq.max(u.seq),
+                    UnitKind::Segment => next.segment_seq = next.segment_seq.max(u.seq),
+                }
+            }
+            self.lexical.add(&units, next)?;
+        }
+        Ok(())
+    }
+
+    /// Rebuilds the lexical index from the store and embeds any unit that has no vectors under the
+    /// current model. Returns the number of units indexed.
+    pub fn reindex(&mut self) -> Result<u64, EngineError> {
+        self.lexical.clear()?;
+        self.catch_up_indexes()?;
+        self.embed_missing_units()?;
+        self.vectors = VectorIndex::default();
+        Ok(self.lexical.len())
+    }
+
+    /// Store and index counts.
+    pub fn stats(&self) -> Result<Stats, EngineError> {
+        let store = self.store.stats()?;
+        let turns_per_segment = if store.segments == 0 {
+            0.0
+        } else {
+            store.segmented_turns as f64 / store.segments as f64
+        };
+        Ok(Stats {
+            data_dir: self.dir.display().to_string(),
+            lexical_units: self.lexical.len(),
+            turns_per_segment,
+            store,
+        })
+    }
+
+    /// The closed segments of a scope, in order.
+    pub fn segments(&self, filter: &ScopeFilter) -> Result<Vec<Segment>, EngineError> {
+        Ok(self.store.list_segments(filter)?)
+    }
+
+    /// Turns by id, for display.
+    pub fn turns(&self, ids: &[aril_core::TurnId]) -> Result<Vec<aril_core::Turn>, EngineError> {
+        Ok(self.store.turns(ids)?)
+    }
+
+    /// Deletes everything a filter admits from the store, the lexical index, the vector index and
+    /// the embedding cache. An unknown scope is an error and changes nothing.
+    pub fn delete(&mut self, filter: &ScopeFilter) -> Result<DeleteReport, EngineError> {
+        let report = self.store.delete(filter)?;
+        self.lexical.delete(filter)?;
+        self.vectors.evict(&filter.user_id);
+        Ok(report)
+    }
+
+    /// Runs the store's integrity check.
+    pub fn check_integrity(&self) -> Result<(), EngineError> {
+        Ok(self.store.check_integrity()?)
+    }
+}

@@ -1,0 +1,211 @@
+//! The LLM-free read path: the question is embedded once, then four ranked lists are taken inside
+//! the scope (cosine over turn chunks, cosine over segment chunks, BM25 over turns, BM25 over
+//! segments), fused with RRF, and packed into `k` units and an optional token budget, skipping
+//! units whose turns are already shown.
+//!
+//! Cost per query: one embedding (no cache write), one pass over the user's chunk vectors, two
+//! tantivy queries, two store reads.
+
+use std::collections::HashMap;
+
+use aril_core::{ScopeFilter, SegmentId, Turn, TurnId, render_turns, tokens};
+use aril_embed::embed_chunked;
+use aril_index::{Hit, VectorSearch};
+use aril_recall::{pack, rrf};
+use aril_store::UnitKind;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use crate::{Engine, EngineError};
+
+/// A question to recall for.
+#[derive(Debug, Clone)]
+pub struct SearchRequest {
+    pub filter: ScopeFilter,
+    pub query: String,
+    /// Units to return at most (default: `recall.default_k`).
+    pub k: Option<usize>,
+    /// o200k tokens the returned texts may use together.
+    pub budget: Option<usize>,
+}
+
+/// Where a result comes from, in the source's own ids.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SourceRef {
+    pub conversation: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// Source ids of the turns shown (LoCoMo `D1:3`), or aril turn ids when the source had none.
+    pub turns: Vec<String>,
+}
+
+/// One recalled unit.
+#[derive(Debug, Clone, Serialize)]
+pub struct SearchHit {
+    pub rank: usize,
+    pub kind: UnitKind,
+    pub id: String,
+    pub text: String,
+    pub source: SourceRef,
+    /// When it was said (a segment: when it started).
+    pub time: Option<DateTime<Utc>>,
+    /// Fused RRF score.
+    pub score: f32,
+    pub tokens: usize,
+}
+
+/// The recalled context.
+#[derive(Debug, Clone, Serialize)]
+pub struct SearchResponse {
+    pub query: String,
+    pub results: Vec<SearchHit>,
+    pub context_tokens: usize,
+}
+
+struct Candidate {
+    kind: UnitKind,
+    id: String,
+    score: f32,
+    turns: Vec<Turn>,
+}
+
+impl Engine {
+    /// Recalls the units most relevant to a question inside a scope.
+    pub fn search(&mut self, request: &SearchRequest) -> Result<SearchResponse, EngineError> {
+        let query = request.query.trim();
+        if query.is_empty() {
+            return Err(aril_core::InvalidInput("the query is empty".into()).into());
+        }
+        let k = request.k.unwrap_or(self.config.recall.default_k);
+        if k == 0 {
+            return Err(aril_core::InvalidInput("k must be at least 1".into()).into());
+        }
+        let filter = &request.filter;
+        let embedder = self.embedder()?;
+        if !self.vectors.has_user(&filter.user_id) {
+            let units = self.store.unit_vectors(embedder.name(), &filter.user_id)?;
+            self.vectors.load_user(&filter.user_id, units);
+        }
+        let chunked = embed_chunked(embedder.as_ref(), &[query])?;
+        let mut qv = vec![0.0f32; embedder.dim()];
+        for c in chunked.iter().flat_map(|t| &t.chunks) {
+            qv.iter_mut().zip(&c.vector).for_each(|(a, b)| *a += b);
+        }
+        aril_embed::normalize(&mut qv);
+
+        let r = &self.config.recall;
+        let c = r.candidates;
+        let dense_turns = self.vectors.search(filter, &qv, c, &[UnitKind::Turn]);
+        let dense_segments = self.vectors.search(filter, &qv, c, &[UnitKind::Segment]);
+        let lexical_turns = self.lexical.search(filter, query, c, &[UnitKind::Turn])?;
+        let lexical_segments = self
+            .lexical
+            .search(filter, query, c, &[UnitKind::Segment])?;
+        let keys = |hits: &[Hit]| -> Vec<(UnitKind, String)> {
+            hits.iter().map(|h| (h.kind, h.id.clone())).collect()
+        };
+        let (dt, ds, lt, ls) = (
+            keys(&dense_turns),
+            keys(&dense_segments),
+            keys(&lexical_turns),
+            keys(&lexical_segments),
+        );
+        let fused = rrf(
+            &[
+                (&dt, r.w_dense_turns),
+                (&lt, r.w_lexical_turns),
+                (&ds, r.w_dense_segments),
+                (&ls, r.w_lexical_segments),
+            ],
+            r.rrf_k,
+        );
+        let candidates = self.resolve(&fused)?;
+        let costs: Vec<(usize, Vec<TurnId>)> = candidates
+            .iter()
+            .map(|c| {
+                (
+                    tokens::count(&render_turns(&c.turns)),
+                    c.turns.iter().map(|t| t.id.clone()).collect(),
+                )
+            })
+            .collect();
+        let packed = pack(&costs, k, request.budget);
+        let results = packed
+            .chosen
+            .iter()
+            .enumerate()
+            .map(|(rank, &i)| {
+                let c = &candidates[i];
+                let first = &c.turns[0].turn;
+                SearchHit {
+                    rank: rank + 1,
+                    kind: c.kind,
+                    id: c.id.clone(),
+                    text: render_turns(&c.turns),
+                    source: SourceRef {
+                        conversation: first.conversation.clone(),
+                        session: first.session.clone(),
+                        turns: c
+                            .turns
+                            .iter()
+                            .map(|t| t.turn.source_id.clone().unwrap_or_else(|| t.id.0.clone()))
+                            .collect(),
+                    },
+                    time: c.turns.iter().filter_map(|t| t.turn.event_time).min(),
+                    score: c.score,
+                    tokens: costs[i].0,
+                }
+            })
+            .collect();
+        Ok(SearchResponse {
+            query: query.to_string(),
+            results,
+            context_tokens: packed.tokens,
+        })
+    }
+
+    /// Reads the fused units' turns from the store; units the store no longer has are dropped.
+    fn resolve(&self, fused: &[((UnitKind, String), f32)]) -> Result<Vec<Candidate>, EngineError> {
+        let segment_ids: Vec<SegmentId> = fused
+            .iter()
+            .filter(|((k, _), _)| *k == UnitKind::Segment)
+            .map(|((_, id), _)| SegmentId(id.clone()))
+            .collect();
+        let segments: HashMap<String, Vec<TurnId>> = self
+            .store
+            .segments(&segment_ids)?
+            .into_iter()
+            .map(|s| (s.id.0, s.turns))
+            .collect();
+        let mut turn_ids: Vec<TurnId> = fused
+            .iter()
+            .filter(|((k, _), _)| *k == UnitKind::Turn)
+            .map(|((_, id), _)| TurnId(id.clone()))
+            .collect();
+        turn_ids.extend(segments.values().flatten().cloned());
+        let turns: HashMap<TurnId, Turn> = self
+            .store
+            .turns(&turn_ids)?
+            .into_iter()
+            .map(|t| (t.id.clone(), t))
+            .collect();
+        let mut out = Vec::with_capacity(fused.len());
+        for ((kind, id), score) in fused {
+            let members: Option<Vec<Turn>> = match kind {
+                UnitKind::Turn => turns.get(&TurnId(id.clone())).map(|t| vec![t.clone()]),
+                UnitKind::Segment => segments
+                    .get(id)
+                    .map(|ids| ids.iter().filter_map(|t| turns.get(t).cloned()).collect()),
+            };
+            if let Some(members) = members.filter(|m| !m.is_empty()) {
+                out.push(Candidate {
+                    kind: *kind,
+                    id: id.clone(),
+                    score: *score,
+                    turns: members,
+                });
+            }
+        }
+        Ok(out)
+    }
+}

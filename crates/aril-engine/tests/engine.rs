@@ -1,0 +1,311 @@
+//! The engine end to end on a real embedder, SQLite and tantivy: idempotent ingest, scoped recall,
+//! deletion, restart with an open segment, one owner per directory, bad input.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, OnceLock};
+
+use aril_embed::{Embedder, MiniLm, default_model_dir};
+use aril_engine::{
+    Config, Engine, EngineError, IngestOptions, IngestReport, NewTurn, Role, Scope, ScopeFilter,
+    SearchRequest, UnitKind,
+};
+use chrono::{TimeZone, Utc};
+
+fn embedder() -> Arc<dyn Embedder> {
+    static MODEL: OnceLock<Arc<dyn Embedder>> = OnceLock::new();
+    MODEL
+        .get_or_init(|| {
+            Arc::new(MiniLm::load(&default_model_dir()).unwrap_or_else(|e| panic!("{e}")))
+        })
+        .clone()
+}
+
+fn open(dir: &std::path::Path) -> Engine {
+    Engine::open_with_embedder(dir, Config::default(), embedder()).unwrap()
+}
+
+fn turn(user: &str, session: &str, n: u32, text: &str) -> NewTurn {
+    NewTurn {
+        scope: Scope::user(user).unwrap(),
+        conversation: "c1".into(),
+        session: Some(session.into()),
+        role: if n.is_multiple_of(2) {
+            Role::User
+        } else {
+            Role::Assistant
+        },
+        speaker: None,
+        text: text.into(),
+        event_time: Some(Utc.with_ymd_and_hms(2024, 3, 1, 10, n, 0).unwrap()),
+        source_id: Some(format!("{session}:{n}")),
+    }
+}
+
+fn conversation(user: &str) -> Vec<NewTurn> {
+    let lines = [
+        "I adopted a beagle called Pimenta from the shelter.",
+        "Beagles love long walks; Pimenta will enjoy the park.",
+        "She howls when I leave the flat.",
+        "Try short departures and a puzzle feeder.",
+        "I signed up for the Lisbon marathon in October.",
+        "Build your weekly distance slowly, about ten percent a week.",
+        "My knee hurts after long runs.",
+        "Outer knee pain is often the iliotibial band; rest and strengthen your hips.",
+    ];
+    lines
+        .iter()
+        .enumerate()
+        .map(|(n, text)| turn(user, if n < 4 { "s1" } else { "s2" }, n as u32, text))
+        .collect()
+}
+
+fn ingest(engine: &mut Engine, turns: Vec<NewTurn>, flush: bool) -> IngestReport {
+    engine
+        .ingest(
+            turns,
+            &IngestOptions { flush },
+            &mut |_| {},
+            &AtomicBool::new(false),
+        )
+        .unwrap()
+}
+
+fn search(engine: &mut Engine, user: &str, query: &str, k: usize) -> aril_engine::SearchResponse {
+    engine
+        .search(&SearchRequest {
+            filter: ScopeFilter::user(user),
+            query: query.into(),
+            k: Some(k),
+            budget: None,
+        })
+        .unwrap()
+}
+
+#[test]
+fn reimporting_the_same_turns_adds_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut engine = open(dir.path());
+    let first = ingest(&mut engine, conversation("u"), true);
+    assert_eq!(first.turns_added, 8);
+    assert!(
+        first.segments_closed >= 2,
+        "two sessions make at least two segments"
+    );
+    let before = engine.stats().unwrap();
+    let second = ingest(&mut engine, conversation("u"), true);
+    assert_eq!(second.turns_added, 0);
+    assert_eq!(second.turns_skipped, 8);
+    assert_eq!(second.segments_closed, 0);
+    let after = engine.stats().unwrap();
+    assert_eq!(before.store.turns, after.store.turns);
+    assert_eq!(before.store.segments, after.store.segments);
+    assert_eq!(
+        after.lexical_units,
+        after.store.turns + after.store.segments
+    );
+    engine.check_integrity().unwrap();
+}
+
+#[test]
+fn recall_finds_the_relevant_turn_with_its_source_and_date() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut engine = open(dir.path());
+    ingest(&mut engine, conversation("u"), true);
+    let r = search(&mut engine, "u", "What is the name of my dog?", 3);
+    assert!(!r.results.is_empty());
+    let top = &r.results[0];
+    assert!(top.text.contains("Pimenta"), "{top:?}");
+    assert!(top.time.is_some());
+    assert_eq!(top.source.conversation, "c1");
+    assert!(
+        top.source.turns.iter().all(|t| t.starts_with("s1:")),
+        "{top:?}"
+    );
+    // Ranks are 1..n and no turn is shown twice.
+    let mut shown: Vec<&String> = r.results.iter().flat_map(|h| &h.source.turns).collect();
+    let n = shown.len();
+    shown.sort();
+    shown.dedup();
+    assert_eq!(shown.len(), n, "a turn appeared twice");
+    assert_eq!(
+        r.results.iter().map(|h| h.rank).collect::<Vec<_>>(),
+        (1..=r.results.len()).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn budget_bounds_the_context() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut engine = open(dir.path());
+    ingest(&mut engine, conversation("u"), true);
+    let r = engine
+        .search(&SearchRequest {
+            filter: ScopeFilter::user("u"),
+            query: "knee pain after running".into(),
+            k: Some(10),
+            budget: Some(40),
+        })
+        .unwrap();
+    assert!(r.context_tokens <= 40, "{}", r.context_tokens);
+    assert_eq!(
+        r.context_tokens,
+        r.results.iter().map(|h| h.tokens).sum::<usize>()
+    );
+    assert!(!r.results.is_empty());
+}
+
+#[test]
+fn nothing_crosses_scopes_and_delete_takes_only_its_scope() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut engine = open(dir.path());
+    ingest(&mut engine, conversation("alice"), true);
+    ingest(&mut engine, conversation("bob"), true);
+    let r = search(&mut engine, "alice", "beagle Pimenta", 10);
+    assert!(!r.results.is_empty());
+    for hit in &r.results {
+        let turns = engine.turns(&[aril_core::TurnId(hit.id.clone())]).unwrap();
+        assert!(turns.iter().all(|t| t.turn.scope.user_id == "alice"));
+    }
+    let report = engine.delete(&ScopeFilter::user("alice")).unwrap();
+    assert_eq!(report.turns, 8);
+    assert!(
+        search(&mut engine, "alice", "beagle Pimenta", 10)
+            .results
+            .is_empty()
+    );
+    assert!(
+        !search(&mut engine, "bob", "beagle Pimenta", 10)
+            .results
+            .is_empty()
+    );
+    let stats = engine.stats().unwrap();
+    assert_eq!(stats.store.users, 1);
+    assert_eq!(
+        stats.lexical_units,
+        stats.store.turns + stats.store.segments
+    );
+    match engine.delete(&ScopeFilter::user("carol")) {
+        Err(EngineError::Store(aril_store::StoreError::UnknownScope(_))) => {}
+        other => panic!("deleting an unknown scope: {other:?}"),
+    }
+    engine.check_integrity().unwrap();
+}
+
+#[test]
+fn the_open_segment_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let turns = conversation("u");
+    {
+        let mut engine = open(dir.path());
+        ingest(&mut engine, turns[..2].to_vec(), false);
+        let stats = engine.stats().unwrap();
+        assert_eq!(stats.store.open_segment_turns, 2);
+        assert_eq!(stats.store.segments, 0);
+        // Open-segment turns are searchable as turns already.
+        assert!(!search(&mut engine, "u", "beagle", 5).results.is_empty());
+    }
+    let mut engine = open(dir.path());
+    ingest(&mut engine, turns[2..].to_vec(), true);
+    let segments = engine.segments(&ScopeFilter::user("u")).unwrap();
+    let all: Vec<_> = segments.iter().flat_map(|s| s.turns.clone()).collect();
+    let expected: Vec<_> = turns.iter().map(|t| t.id()).collect();
+    assert_eq!(
+        all, expected,
+        "every turn segmented once, in order, across the restart"
+    );
+    engine.check_integrity().unwrap();
+}
+
+#[test]
+fn a_second_engine_on_the_same_directory_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let _first = open(dir.path());
+    match Engine::open_with_embedder(dir.path(), Config::default(), embedder()) {
+        Err(EngineError::Busy { holder, .. }) => assert!(holder.contains("pid")),
+        Err(e) => panic!("unexpected error {e}"),
+        Ok(_) => panic!("two engines own one directory"),
+    }
+}
+
+#[test]
+fn invalid_input_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut engine = open(dir.path());
+    let mut turns = conversation("u");
+    turns[5].text = "   ".into();
+    let err = engine
+        .ingest(
+            turns,
+            &IngestOptions { flush: true },
+            &mut |_| {},
+            &AtomicBool::new(false),
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("empty text"), "{err}");
+    assert_eq!(engine.stats().unwrap().store.turns, 0);
+    assert!(
+        engine
+            .search(&SearchRequest {
+                filter: ScopeFilter::user("u"),
+                query: "  ".into(),
+                k: None,
+                budget: None
+            })
+            .is_err()
+    );
+}
+
+#[test]
+fn a_lost_lexical_index_is_rebuilt_from_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let mut engine = open(dir.path());
+        ingest(&mut engine, conversation("u"), true);
+    }
+    std::fs::remove_dir_all(dir.path().join("lexical")).unwrap();
+    let mut engine = open(dir.path());
+    let stats = engine.stats().unwrap();
+    assert_eq!(
+        stats.lexical_units,
+        stats.store.turns + stats.store.segments
+    );
+    let r = search(&mut engine, "u", "iliotibial", 3);
+    assert!(r.results[0].text.contains("iliotibial"));
+    assert_eq!(engine.reindex().unwrap(), stats.lexical_units);
+}
+
+#[test]
+fn cancel_stops_between_batches_and_keeps_whole_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config {
+        ingest_batch: 2,
+        ..Config::default()
+    };
+    let mut engine = Engine::open_with_embedder(dir.path(), config, embedder()).unwrap();
+    let cancel = AtomicBool::new(false);
+    let report = engine
+        .ingest(
+            conversation("u"),
+            &IngestOptions { flush: true },
+            &mut |p| {
+                if p.done >= 4 {
+                    cancel.store(true, std::sync::atomic::Ordering::SeqCst);
+                }
+            },
+            &cancel,
+        )
+        .unwrap();
+    assert!(report.interrupted);
+    assert_eq!(report.turns_added, 4);
+    engine.check_integrity().unwrap();
+    // Running it again finishes the job.
+    let rest = ingest(&mut engine, conversation("u"), true);
+    assert_eq!(rest.turns_added, 4);
+    engine.check_integrity().unwrap();
+    let kinds: Vec<UnitKind> = search(&mut engine, "u", "marathon", 10)
+        .results
+        .iter()
+        .map(|h| h.kind)
+        .collect();
+    assert!(!kinds.is_empty());
+}

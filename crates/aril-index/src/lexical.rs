@@ -1,0 +1,366 @@
+//! BM25 over unit texts with tantivy. The commit payload records the highest turn and segment
+//! store order indexed (the [`Watermark`]), so after a crash the engine re-adds only what the
+//! store has beyond it.
+
+use std::path::Path;
+
+use aril_core::ScopeFilter;
+use aril_store::{UnitKind, UnitText};
+use serde::{Deserialize, Serialize};
+use tantivy::collector::TopDocs;
+use tantivy::query::{BooleanQuery, ConstScoreQuery, Occur, Query, TermQuery};
+use tantivy::schema::{
+    Field, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing, TextOptions, Value,
+};
+use tantivy::tokenizer::TokenStream;
+use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
+
+use crate::{Hit, IndexError};
+
+/// Highest store order indexed, per unit kind.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Watermark {
+    pub turn_seq: i64,
+    pub segment_seq: i64,
+}
+
+struct Fields {
+    id: Field,
+    kind: Field,
+    user: Field,
+    agent: Field,
+    run: Field,
+    text: Field,
+}
+
+/// The BM25 index of one data directory.
+pub struct LexicalIndex {
+    index: Index,
+    reader: IndexReader,
+    writer: IndexWriter,
+    fields: Fields,
+}
+
+const WRITER_MEMORY: usize = 50_000_000;
+
+impl LexicalIndex {
+    /// Opens the index in `dir`, creating it when absent.
+    pub fn open(dir: &Path) -> Result<Self, IndexError> {
+        let mut builder = Schema::builder();
+        let text_options = TextOptions::default().set_indexing_options(
+            TextFieldIndexing::default()
+                .set_tokenizer("en_stem")
+                .set_index_option(IndexRecordOption::WithFreqsAndPositions),
+        );
+        let fields = Fields {
+            id: builder.add_text_field("id", STRING | STORED),
+            kind: builder.add_text_field("kind", STRING | STORED),
+            user: builder.add_text_field("user", STRING),
+            agent: builder.add_text_field("agent", STRING),
+            run: builder.add_text_field("run", STRING),
+            text: builder.add_text_field("text", text_options),
+        };
+        let schema = builder.build();
+        let open_err = |reason: String| IndexError::Open {
+            path: dir.display().to_string(),
+            reason,
+        };
+        std::fs::create_dir_all(dir).map_err(|e| open_err(e.to_string()))?;
+        let directory =
+            tantivy::directory::MmapDirectory::open(dir).map_err(|e| open_err(e.to_string()))?;
+        let index = Index::open_or_create(directory, schema)?;
+        let writer = index.writer_with_num_threads(1, WRITER_MEMORY)?;
+        let reader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .try_into()?;
+        Ok(Self {
+            index,
+            reader,
+            writer,
+            fields,
+        })
+    }
+
+    /// What the last commit covered.
+    pub fn watermark(&self) -> Result<Watermark, IndexError> {
+        let metas = self.index.load_metas()?;
+        match metas.payload {
+            None => Ok(Watermark::default()),
+            Some(p) => serde_json::from_str(&p)
+                .map_err(|e| IndexError::Corrupt(format!("commit payload {p:?}: {e}"))),
+        }
+    }
+
+    /// Number of indexed units.
+    pub fn len(&self) -> u64 {
+        self.reader.searcher().num_docs()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Adds units and commits, recording the new watermark.
+    pub fn add(&mut self, units: &[UnitText], watermark: Watermark) -> Result<(), IndexError> {
+        let f = &self.fields;
+        for u in units {
+            let mut doc = TantivyDocument::default();
+            doc.add_text(f.id, &u.id);
+            doc.add_text(f.kind, u.kind.as_str());
+            doc.add_text(f.user, &u.scope.user_id);
+            doc.add_text(f.agent, u.scope.agent_id.as_deref().unwrap_or(""));
+            doc.add_text(f.run, u.scope.run_id.as_deref().unwrap_or(""));
+            doc.add_text(f.text, &u.text);
+            self.writer.add_document(doc)?;
+        }
+        self.commit(watermark)
+    }
+
+    fn commit(&mut self, watermark: Watermark) -> Result<(), IndexError> {
+        let payload =
+            serde_json::to_string(&watermark).map_err(|e| IndexError::Corrupt(e.to_string()))?;
+        let mut prepared = self.writer.prepare_commit()?;
+        prepared.set_payload(&payload);
+        prepared.commit()?;
+        self.reader.reload()?;
+        Ok(())
+    }
+
+    /// Removes every unit a filter admits, commits, and merges away the deleted documents.
+    pub fn delete(&mut self, filter: &ScopeFilter) -> Result<(), IndexError> {
+        let watermark = self.watermark()?;
+        self.writer.delete_query(self.filter_query(filter))?;
+        self.commit(watermark)?;
+        self.merge_all()
+    }
+
+    /// Empties the index (before a rebuild).
+    pub fn clear(&mut self) -> Result<(), IndexError> {
+        self.writer.delete_all_documents()?;
+        self.commit(Watermark::default())?;
+        self.merge_all()
+    }
+
+    /// Merges all segments into one, which drops deleted documents from disk, then collects garbage.
+    fn merge_all(&mut self) -> Result<(), IndexError> {
+        let ids = self.index.searchable_segment_ids()?;
+        let has_deletes = self
+            .reader
+            .searcher()
+            .segment_readers()
+            .iter()
+            .any(|s| s.num_deleted_docs() > 0);
+        if !ids.is_empty() && (ids.len() > 1 || has_deletes) {
+            self.writer.merge(&ids).wait()?;
+        }
+        self.writer.garbage_collect_files().wait()?;
+        self.reader.reload()?;
+        Ok(())
+    }
+
+    fn filter_query(&self, filter: &ScopeFilter) -> Box<dyn Query> {
+        let f = &self.fields;
+        let term = |field, value: &str| -> (Occur, Box<dyn Query>) {
+            (
+                Occur::Must,
+                Box::new(TermQuery::new(
+                    Term::from_field_text(field, value),
+                    IndexRecordOption::Basic,
+                )),
+            )
+        };
+        let mut clauses = vec![term(f.user, &filter.user_id)];
+        if let Some(a) = &filter.agent_id {
+            clauses.push(term(f.agent, a));
+        }
+        if let Some(r) = &filter.run_id {
+            clauses.push(term(f.run, r));
+        }
+        Box::new(BooleanQuery::new(clauses))
+    }
+
+    /// The `k` best units for `query` by BM25 inside the filter. An empty or stop-word-only query
+    /// finds nothing.
+    pub fn search(
+        &self,
+        filter: &ScopeFilter,
+        query: &str,
+        k: usize,
+        kinds: &[UnitKind],
+    ) -> Result<Vec<Hit>, IndexError> {
+        let f = &self.fields;
+        let mut analyzer = self.index.tokenizer_for_field(f.text)?;
+        let mut stream = analyzer.token_stream(query);
+        let mut terms: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        while stream.advance() {
+            let token = stream.token().text.clone();
+            if seen.insert(token.clone()) {
+                terms.push((
+                    Occur::Should,
+                    Box::new(TermQuery::new(
+                        Term::from_field_text(f.text, &token),
+                        IndexRecordOption::WithFreqs,
+                    )),
+                ));
+            }
+        }
+        if terms.is_empty() || k == 0 {
+            return Ok(Vec::new());
+        }
+        let kind_clauses: Vec<(Occur, Box<dyn Query>)> = kinds
+            .iter()
+            .map(|kind| -> (Occur, Box<dyn Query>) {
+                (
+                    Occur::Should,
+                    Box::new(TermQuery::new(
+                        Term::from_field_text(f.kind, kind.as_str()),
+                        IndexRecordOption::Basic,
+                    )),
+                )
+            })
+            .collect();
+        let query = BooleanQuery::new(vec![
+            (
+                Occur::Must,
+                Box::new(BooleanQuery::new(terms)) as Box<dyn Query>,
+            ),
+            (
+                Occur::Must,
+                Box::new(ConstScoreQuery::new(self.filter_query(filter), 0.0)),
+            ),
+            (
+                Occur::Must,
+                Box::new(ConstScoreQuery::new(
+                    Box::new(BooleanQuery::new(kind_clauses)),
+                    0.0,
+                )),
+            ),
+        ]);
+        let searcher = self.reader.searcher();
+        let top = searcher.search(&query, &TopDocs::with_limit(k).order_by_score())?;
+        let mut hits = Vec::with_capacity(top.len());
+        for (score, address) in top {
+            let doc: TantivyDocument = searcher.doc(address)?;
+            let text = |field| {
+                doc.get_first(field)
+                    .and_then(|v| v.as_str())
+                    .map(str::to_string)
+                    .ok_or_else(|| IndexError::Corrupt("a document lacks its id or kind".into()))
+            };
+            let kind = match text(f.kind)?.as_str() {
+                "turn" => UnitKind::Turn,
+                "segment" => UnitKind::Segment,
+                other => return Err(IndexError::Corrupt(format!("unknown unit kind {other:?}"))),
+            };
+            hits.push(Hit {
+                kind,
+                id: text(f.id)?,
+                score,
+            });
+        }
+        Ok(hits)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aril_core::Scope;
+
+    fn unit(id: &str, user: &str, text: &str, seq: i64) -> UnitText {
+        UnitText {
+            kind: UnitKind::Turn,
+            id: id.into(),
+            scope: Scope::user(user).unwrap(),
+            text: text.into(),
+            seq,
+        }
+    }
+
+    #[test]
+    fn finds_by_stemmed_words_inside_the_scope_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut idx = LexicalIndex::open(dir.path()).unwrap();
+        idx.add(
+            &[
+                unit("a", "u1", "Melanie painted a lake sunrise", 1),
+                unit("b", "u1", "Caroline went hiking", 2),
+                unit("c", "u2", "Someone paints sunrises too", 3),
+            ],
+            Watermark {
+                turn_seq: 3,
+                segment_seq: 0,
+            },
+        )
+        .unwrap();
+        let hits = idx
+            .search(
+                &ScopeFilter::user("u1"),
+                "paintings of a sunrise",
+                10,
+                &[UnitKind::Turn],
+            )
+            .unwrap();
+        assert_eq!(
+            hits.iter().map(|h| h.id.as_str()).collect::<Vec<_>>(),
+            vec!["a"]
+        );
+        assert!(
+            idx.search(&ScopeFilter::user("u1"), "", 10, &[UnitKind::Turn])
+                .unwrap()
+                .is_empty()
+        );
+        assert!(
+            idx.search(
+                &ScopeFilter::user("u1"),
+                "sunrise",
+                10,
+                &[UnitKind::Segment]
+            )
+            .unwrap()
+            .is_empty()
+        );
+        assert_eq!(idx.watermark().unwrap().turn_seq, 3);
+    }
+
+    #[test]
+    fn delete_removes_one_scope_and_survives_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let mut idx = LexicalIndex::open(dir.path()).unwrap();
+            idx.add(
+                &[unit("a", "u1", "zebra", 1)],
+                Watermark {
+                    turn_seq: 1,
+                    segment_seq: 0,
+                },
+            )
+            .unwrap();
+            idx.add(
+                &[unit("b", "u2", "zebra", 2)],
+                Watermark {
+                    turn_seq: 2,
+                    segment_seq: 0,
+                },
+            )
+            .unwrap();
+            idx.delete(&ScopeFilter::user("u1")).unwrap();
+        }
+        let idx = LexicalIndex::open(dir.path()).unwrap();
+        assert_eq!(idx.len(), 1);
+        assert!(
+            idx.search(&ScopeFilter::user("u1"), "zebra", 5, &[UnitKind::Turn])
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(
+            idx.search(&ScopeFilter::user("u2"), "zebra", 5, &[UnitKind::Turn])
+                .unwrap()
+                .len(),
+            1
+        );
+        assert_eq!(idx.watermark().unwrap().turn_seq, 2);
+    }
+}

@@ -1,0 +1,28 @@
+//! Derived indexes over the store's units (turns and segments). Every index has the same shape:
+//! built from the store, updated after each committed batch, queried with a scope filter, and
+//! rebuildable from the store at any time (`aril reindex`). Neither holds anything the store lacks.
+//!
+//! - [`LexicalIndex`]: BM25 over unit texts (tantivy, English stemming). Cost: one tantivy query
+//!   per search; a commit per ingest batch.
+//! - [`VectorIndex`]: exact cosine search over every chunk vector of a user, held in memory and
+//!   loaded from the store on first use. Cost: one dot product per chunk of the user per query
+//!   (fine up to ~10^5 chunks; the [`VectorSearch`] trait is the seam for an ANN index).
+
+mod error;
+mod lexical;
+mod vector;
+
+use aril_store::UnitKind;
+use serde::Serialize;
+
+pub use error::IndexError;
+pub use lexical::{LexicalIndex, Watermark};
+pub use vector::{VectorIndex, VectorSearch};
+
+/// One unit found by an index, with the index's own score (higher is better).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Hit {
+    pub kind: UnitKind,
+    pub id: String,
+    pub score: f32,
+}

@@ -1,0 +1,57 @@
+//! Reciprocal-rank fusion (Cormack et al., 2009): `score(d) = sum_i w_i / (k + rank_i(d))`, ranks
+//! from 1. Lists of different scorers (cosine, BM25) fuse without calibrating their scores.
+
+use std::collections::HashMap;
+use std::hash::Hash;
+
+/// The customary `k`; seed 004's hybrid uses it too.
+pub const RRF_K: f32 = 60.0;
+
+/// Fuses ranked lists (best first) with weights; returns items by descending fused score, ties
+/// broken by first appearance so the result is deterministic.
+pub fn rrf<T: Clone + Eq + Hash>(lists: &[(&[T], f32)], k: f32) -> Vec<(T, f32)> {
+    let mut scores: HashMap<T, (f32, usize)> = HashMap::new();
+    let mut order = 0usize;
+    for (list, weight) in lists {
+        for (rank, item) in list.iter().enumerate() {
+            let entry = scores.entry(item.clone()).or_insert_with(|| {
+                order += 1;
+                (0.0, order)
+            });
+            entry.0 += weight / (k + rank as f32 + 1.0);
+        }
+    }
+    let mut fused: Vec<(T, f32, usize)> = scores.into_iter().map(|(t, (s, o))| (t, s, o)).collect();
+    fused.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.2.cmp(&b.2)));
+    fused.into_iter().map(|(t, s, _)| (t, s)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn agreement_beats_a_single_first_place() {
+        let a = ["x", "y", "z"];
+        let b = ["y", "w", "x"];
+        let fused = rrf(&[(&a[..], 1.0), (&b[..], 1.0)], 60.0);
+        let ids: Vec<&str> = fused.iter().map(|(t, _)| *t).collect();
+        assert_eq!(ids, vec!["y", "x", "w", "z"]);
+        let expected_y = 1.0 / 62.0 + 1.0 / 61.0;
+        assert!((fused[0].1 - expected_y).abs() < 1e-7);
+    }
+
+    #[test]
+    fn weights_scale_a_list() {
+        let a = ["x"];
+        let b = ["y"];
+        let fused = rrf(&[(&a[..], 1.0), (&b[..], 2.0)], 60.0);
+        assert_eq!(fused[0].0, "y");
+    }
+
+    #[test]
+    fn empty_lists_fuse_to_nothing() {
+        let empty: [&str; 0] = [];
+        assert!(rrf(&[(&empty[..], 1.0)], 60.0).is_empty());
+    }
+}

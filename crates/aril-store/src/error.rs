@@ -1,0 +1,29 @@
+//! Errors of the storage stage.
+
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("could not open the store at {path}: {source}")]
+    Open {
+        path: PathBuf,
+        source: rusqlite::Error,
+    },
+    #[error(
+        "the store at {path} has schema version {found}, newer than this aril ({supported}): \
+         upgrade aril, or use another data directory"
+    )]
+    NewerSchema {
+        path: PathBuf,
+        found: i64,
+        supported: i64,
+    },
+    #[error("nothing is stored for {0}: check the user/agent/run ids")]
+    UnknownScope(String),
+    #[error("integrity check failed: {0}")]
+    Integrity(String),
+    #[error("stored data is corrupt: {0}")]
+    Corrupt(String),
+    #[error("database error: {0}")]
+    Sql(#[from] rusqlite::Error),
+}

@@ -1,0 +1,172 @@
+//! Where aril keeps what it knows. The [`Store`] trait is the storage seam: turns (append-only, the
+//! ground state), closed segments, each conversation's open segment, and the embedding cache. One
+//! [`WriteBatch`] is one atomic, durable write. [`SqliteStore`] is the embedded implementation; a
+//! PostgreSQL one implements the same trait.
+//!
+//! Only this crate knows SQL.
+
+mod codec;
+mod error;
+mod schema;
+mod sqlite;
+
+use std::collections::{HashMap, HashSet};
+
+use aril_core::{Scope, ScopeFilter, Segment, SegmentId, Turn, TurnId};
+use aril_segment::OpenSegment;
+use serde::Serialize;
+
+pub use error::StoreError;
+pub use schema::SCHEMA_VERSION;
+pub use sqlite::SqliteStore;
+
+/// One embedded chunk of a text: byte range and unit vector.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredChunk {
+    pub start: u32,
+    pub end: u32,
+    pub vector: Vec<f32>,
+}
+
+/// The vectors of one text under one model (the embedding-cache entry).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Embedding {
+    pub model: String,
+    /// [`aril_core::content_hash`] of the embedded text.
+    pub text_hash: String,
+    pub pieces: u32,
+    pub chunks: Vec<StoredChunk>,
+}
+
+/// A closed segment with the hash of its embedded text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SegmentRecord {
+    pub segment: Segment,
+    pub text_hash: String,
+}
+
+/// A turn with the hash of its embedded text (the rendered `Speaker: text`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnRecord {
+    pub turn: Turn,
+    pub text_hash: String,
+}
+
+/// The open segment of one conversation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpenSegmentRecord {
+    pub scope: Scope,
+    pub conversation: String,
+    pub state: OpenSegment,
+}
+
+/// Everything one step of ingest writes, applied all-or-nothing.
+#[derive(Debug, Clone, Default)]
+pub struct WriteBatch {
+    /// New turns; their `seq` is assigned by the store. Turns whose id exists are skipped.
+    pub turns: Vec<TurnRecord>,
+    pub segments: Vec<SegmentRecord>,
+    pub open_segments: Vec<OpenSegmentRecord>,
+    pub embeddings: Vec<Embedding>,
+}
+
+/// What a committed batch added.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CommitReport {
+    pub turns_added: usize,
+    pub turns_skipped: usize,
+    pub segments_added: usize,
+}
+
+/// Which kind of unit a vector or search hit belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UnitKind {
+    Turn,
+    Segment,
+}
+
+impl UnitKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UnitKind::Turn => "turn",
+            UnitKind::Segment => "segment",
+        }
+    }
+}
+
+/// A searchable unit (a turn or a segment) with its text and scope, as indexes need it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UnitText {
+    pub kind: UnitKind,
+    pub id: String,
+    pub scope: Scope,
+    pub text: String,
+    /// Store order of the unit inside its kind; indexes remember the highest they have seen.
+    pub seq: i64,
+}
+
+/// The chunk vectors of one unit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UnitVectors {
+    pub kind: UnitKind,
+    pub id: String,
+    pub scope: Scope,
+    pub chunks: Vec<StoredChunk>,
+}
+
+/// Counts over the whole store.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct StoreStats {
+    pub users: u64,
+    pub conversations: u64,
+    pub turns: u64,
+    pub segments: u64,
+    /// Turns inside closed segments.
+    pub segmented_turns: u64,
+    pub open_segment_turns: u64,
+    pub embeddings: u64,
+    pub embedded_chunks: u64,
+    pub bytes: u64,
+}
+
+/// What a deletion removed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct DeleteReport {
+    pub turns: u64,
+    pub segments: u64,
+    pub embeddings: u64,
+}
+
+/// The storage seam. Implementations: [`SqliteStore`] (embedded). Every method that writes is
+/// atomic and durable when it returns.
+pub trait Store: Send {
+    /// Which of `ids` are already stored.
+    fn existing_turns(&self, ids: &[TurnId]) -> Result<HashSet<TurnId>, StoreError>;
+    /// The open segment of a conversation (empty if none).
+    fn open_segment(&self, scope: &Scope, conversation: &str) -> Result<OpenSegment, StoreError>;
+    /// Applies a batch atomically and durably.
+    fn commit(&mut self, batch: WriteBatch) -> Result<CommitReport, StoreError>;
+    /// Turns by id, in the order asked; unknown ids are left out.
+    fn turns(&self, ids: &[TurnId]) -> Result<Vec<Turn>, StoreError>;
+    /// Segments by id, in the order asked; unknown ids are left out.
+    fn segments(&self, ids: &[SegmentId]) -> Result<Vec<Segment>, StoreError>;
+    /// All closed segments of a scope, in store order.
+    fn list_segments(&self, filter: &ScopeFilter) -> Result<Vec<Segment>, StoreError>;
+    /// Cached embeddings of `model` for the given text hashes.
+    fn embeddings(
+        &self,
+        model: &str,
+        hashes: &[String],
+    ) -> Result<HashMap<String, Embedding>, StoreError>;
+    /// The chunk vectors of every unit of a user, under `model`.
+    fn unit_vectors(&self, model: &str, user_id: &str) -> Result<Vec<UnitVectors>, StoreError>;
+    /// Units with a store order above the given ones (turns, segments), for index catch-up.
+    fn units_after(&self, turn_seq: i64, segment_seq: i64) -> Result<Vec<UnitText>, StoreError>;
+    /// Removes everything of the scopes a filter admits: turns, segments, open segments, and cached
+    /// vectors no other unit uses. Fails with [`StoreError::UnknownScope`] when nothing matches.
+    fn delete(&mut self, filter: &ScopeFilter) -> Result<DeleteReport, StoreError>;
+    fn stats(&self) -> Result<StoreStats, StoreError>;
+    /// Checks the file and the links between tables; the error says what is wrong.
+    fn check_integrity(&self) -> Result<(), StoreError>;
+}

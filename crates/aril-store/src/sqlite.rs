@@ -1,0 +1,679 @@
+//! The embedded store: one SQLite file in WAL mode, `synchronous=FULL` so a commit that returned is
+//! on disk, `secure_delete` so deleted text does not linger in free pages.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use aril_core::{
+    CloseReason, NewTurn, Role, Scope, ScopeFilter, Segment, SegmentId, Turn, TurnId, render_line,
+    render_turns,
+};
+use aril_segment::OpenSegment;
+use chrono::{DateTime, Utc};
+use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter};
+
+use crate::schema::{SCHEMA, SCHEMA_VERSION};
+use crate::{
+    CommitReport, DeleteReport, Embedding, Store, StoreError, StoreStats, UnitKind, UnitText,
+    UnitVectors, WriteBatch, codec,
+};
+
+/// SQLite allows 32766 bound parameters; stay well below.
+const IN_CHUNK: usize = 500;
+
+/// The embedded SQLite implementation of [`Store`].
+pub struct SqliteStore {
+    conn: Connection,
+    path: PathBuf,
+}
+
+impl SqliteStore {
+    /// Opens (or creates) the store file, applying the schema; refuses a newer schema.
+    pub fn open(path: &Path) -> Result<Self, StoreError> {
+        let open_err = |source| StoreError::Open {
+            path: path.to_path_buf(),
+            source,
+        };
+        let conn = Connection::open(path).map_err(open_err)?;
+        conn.execute_batch(
+            "PRAGMA journal_mode = WAL;
+             PRAGMA synchronous = FULL;
+             PRAGMA foreign_keys = ON;
+             PRAGMA secure_delete = ON;
+             PRAGMA busy_timeout = 5000;",
+        )
+        .map_err(open_err)?;
+        let found: Option<i64> = conn
+            .query_row(
+                "SELECT value FROM meta WHERE key = 'schema_version'",
+                [],
+                |r| r.get::<_, String>(0),
+            )
+            .optional()
+            .or_else(|e| match e {
+                // A fresh file has no meta table yet.
+                rusqlite::Error::SqliteFailure(_, Some(ref m)) if m.contains("no such table") => {
+                    Ok(None)
+                }
+                e => Err(e),
+            })
+            .map_err(open_err)?
+            .and_then(|v| v.parse().ok());
+        if let Some(found) = found
+            && found > SCHEMA_VERSION
+        {
+            return Err(StoreError::NewerSchema {
+                path: path.to_path_buf(),
+                found,
+                supported: SCHEMA_VERSION,
+            });
+        }
+        conn.execute_batch(SCHEMA).map_err(open_err)?;
+        conn.execute(
+            "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?1)",
+            [SCHEMA_VERSION.to_string()],
+        )
+        .map_err(open_err)?;
+        Ok(Self {
+            conn,
+            path: path.to_path_buf(),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Runs `f` with the ids split into chunks small enough for one statement.
+    fn in_chunks<T, F>(ids: &[String], mut f: F) -> Result<Vec<T>, StoreError>
+    where
+        F: FnMut(&str, &[String]) -> Result<Vec<T>, StoreError>,
+    {
+        let mut out = Vec::new();
+        for chunk in ids.chunks(IN_CHUNK) {
+            let marks = vec!["?"; chunk.len()].join(",");
+            out.extend(f(&marks, chunk)?);
+        }
+        Ok(out)
+    }
+
+    fn segment_turn_ids(&self, segment: &str) -> Result<Vec<TurnId>, StoreError> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT turn_id FROM segment_turns WHERE segment_id = ?1 ORDER BY ord",
+        )?;
+        let ids = stmt
+            .query_map([segment], |r| r.get::<_, String>(0).map(TurnId))?
+            .collect::<Result<_, _>>()?;
+        Ok(ids)
+    }
+
+    fn segments_where(&self, clause: &str, args: &[String]) -> Result<Vec<Segment>, StoreError> {
+        let sql = format!(
+            "SELECT id, user_id, agent_id, run_id, conversation, boundary_score, reason, tokens, \
+             start_time, end_time FROM segments WHERE {clause} ORDER BY seq"
+        );
+        let mut stmt = self.conn.prepare(&sql)?;
+        let rows: Vec<SegmentRow> = stmt
+            .query_map(params_from_iter(args), |r| {
+                Ok(SegmentRow {
+                    id: r.get(0)?,
+                    scope: scope_from_row(r, 1)?,
+                    conversation: r.get(4)?,
+                    score: r.get(5)?,
+                    reason: r.get(6)?,
+                    tokens: r.get(7)?,
+                    start: r.get(8)?,
+                    end: r.get(9)?,
+                })
+            })?
+            .collect::<Result<_, _>>()?;
+        rows.into_iter()
+            .map(|row| {
+                Ok(Segment {
+                    turns: self.segment_turn_ids(&row.id)?,
+                    id: SegmentId(row.id),
+                    scope: row.scope,
+                    conversation: row.conversation,
+                    boundary_score: row.score as f32,
+                    reason: CloseReason::parse(&row.reason).ok_or_else(|| {
+                        StoreError::Corrupt(format!(
+                            "unknown segment close reason {:?}",
+                            row.reason
+                        ))
+                    })?,
+                    tokens: row.tokens as u32,
+                    start_time: parse_time(row.start)?,
+                    end_time: parse_time(row.end)?,
+                })
+            })
+            .collect()
+    }
+}
+
+/// A `segments` row before its links and times are resolved.
+struct SegmentRow {
+    id: String,
+    scope: Scope,
+    conversation: String,
+    score: f64,
+    reason: String,
+    tokens: i64,
+    start: Option<String>,
+    end: Option<String>,
+}
+
+fn scope_from_row(r: &Row<'_>, at: usize) -> rusqlite::Result<Scope> {
+    let opt = |s: String| if s.is_empty() { None } else { Some(s) };
+    Ok(Scope {
+        user_id: r.get(at)?,
+        agent_id: opt(r.get(at + 1)?),
+        run_id: opt(r.get(at + 2)?),
+    })
+}
+
+fn time_text(t: Option<DateTime<Utc>>) -> Option<String> {
+    t.map(|t| t.to_rfc3339())
+}
+
+fn parse_time(s: Option<String>) -> Result<Option<DateTime<Utc>>, StoreError> {
+    s.map(|s| {
+        DateTime::parse_from_rfc3339(&s)
+            .map(|t| t.with_timezone(&Utc))
+            .map_err(|e| StoreError::Corrupt(format!("bad stored time {s:?}: {e}")))
+    })
+    .transpose()
+}
+
+/// `(clause, args)` selecting the rows a filter admits, for tables with scope columns.
+fn filter_clause(filter: &ScopeFilter) -> (String, Vec<String>) {
+    let mut clause = "user_id = ?".to_string();
+    let mut args = vec![filter.user_id.clone()];
+    if let Some(a) = &filter.agent_id {
+        clause.push_str(" AND agent_id = ?");
+        args.push(a.clone());
+    }
+    if let Some(r) = &filter.run_id {
+        clause.push_str(" AND run_id = ?");
+        args.push(r.clone());
+    }
+    (clause, args)
+}
+
+impl Store for SqliteStore {
+    fn existing_turns(&self, ids: &[TurnId]) -> Result<HashSet<TurnId>, StoreError> {
+        let ids: Vec<String> = ids.iter().map(|t| t.0.clone()).collect();
+        let found = Self::in_chunks(&ids, |marks, chunk| {
+            let mut stmt = self
+                .conn
+                .prepare(&format!("SELECT id FROM turns WHERE id IN ({marks})"))?;
+            let v = stmt
+                .query_map(params_from_iter(chunk), |r| {
+                    r.get::<_, String>(0).map(TurnId)
+                })?
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(v)
+        })?;
+        Ok(found.into_iter().collect())
+    }
+
+    fn open_segment(&self, scope: &Scope, conversation: &str) -> Result<OpenSegment, StoreError> {
+        let state: Option<String> = self
+            .conn
+            .query_row(
+                "SELECT state FROM open_segments WHERE user_id = ?1 AND agent_id = ?2 \
+                 AND run_id = ?3 AND conversation = ?4",
+                params![
+                    scope.user_id,
+                    scope.agent_id.as_deref().unwrap_or(""),
+                    scope.run_id.as_deref().unwrap_or(""),
+                    conversation
+                ],
+                |r| r.get(0),
+            )
+            .optional()?;
+        match state {
+            None => Ok(OpenSegment::default()),
+            Some(s) => serde_json::from_str(&s)
+                .map_err(|e| StoreError::Corrupt(format!("open segment state: {e}"))),
+        }
+    }
+
+    fn commit(&mut self, batch: WriteBatch) -> Result<CommitReport, StoreError> {
+        let tx = self.conn.transaction()?;
+        let mut report = CommitReport::default();
+        {
+            let mut insert_turn = tx.prepare_cached(
+                "INSERT OR IGNORE INTO turns (id, user_id, agent_id, run_id, conversation, session, \
+                 role, speaker, text, text_hash, event_time, ingest_time, source_id) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+            )?;
+            for rec in &batch.turns {
+                let t = &rec.turn.turn;
+                let n = insert_turn.execute(params![
+                    rec.turn.id.0,
+                    t.scope.user_id,
+                    t.scope.agent_id.as_deref().unwrap_or(""),
+                    t.scope.run_id.as_deref().unwrap_or(""),
+                    t.conversation,
+                    t.session,
+                    t.role.as_str(),
+                    t.speaker,
+                    t.text,
+                    rec.text_hash,
+                    time_text(t.event_time),
+                    rec.turn.ingest_time.to_rfc3339(),
+                    t.source_id,
+                ])?;
+                if n == 1 {
+                    report.turns_added += 1;
+                } else {
+                    report.turns_skipped += 1;
+                }
+            }
+            let mut insert_segment = tx.prepare_cached(
+                "INSERT OR IGNORE INTO segments (id, user_id, agent_id, run_id, conversation, \
+                 boundary_score, reason, tokens, start_time, end_time, text_hash) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            )?;
+            let mut insert_link = tx.prepare_cached(
+                "INSERT INTO segment_turns (segment_id, ord, turn_id) VALUES (?1, ?2, ?3)",
+            )?;
+            for rec in &batch.segments {
+                let s = &rec.segment;
+                let n = insert_segment.execute(params![
+                    s.id.0,
+                    s.scope.user_id,
+                    s.scope.agent_id.as_deref().unwrap_or(""),
+                    s.scope.run_id.as_deref().unwrap_or(""),
+                    s.conversation,
+                    s.boundary_score as f64,
+                    s.reason.as_str(),
+                    s.tokens,
+                    time_text(s.start_time),
+                    time_text(s.end_time),
+                    rec.text_hash,
+                ])?;
+                if n == 1 {
+                    report.segments_added += 1;
+                    for (ord, turn) in s.turns.iter().enumerate() {
+                        insert_link.execute(params![s.id.0, ord as i64, turn.0])?;
+                    }
+                }
+            }
+            let mut upsert_open = tx.prepare_cached(
+                "INSERT INTO open_segments (user_id, agent_id, run_id, conversation, state) \
+                 VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (user_id, agent_id, run_id, conversation) \
+                 DO UPDATE SET state = excluded.state",
+            )?;
+            for rec in &batch.open_segments {
+                let state = serde_json::to_string(&rec.state)
+                    .map_err(|e| StoreError::Corrupt(format!("open segment state: {e}")))?;
+                upsert_open.execute(params![
+                    rec.scope.user_id,
+                    rec.scope.agent_id.as_deref().unwrap_or(""),
+                    rec.scope.run_id.as_deref().unwrap_or(""),
+                    rec.conversation,
+                    state
+                ])?;
+            }
+            let mut insert_embedding = tx.prepare_cached(
+                "INSERT OR IGNORE INTO embeddings (model, text_hash, pieces, chunks) \
+                 VALUES (?1, ?2, ?3, ?4)",
+            )?;
+            for e in &batch.embeddings {
+                insert_embedding.execute(params![
+                    e.model,
+                    e.text_hash,
+                    e.pieces,
+                    codec::encode(&e.chunks)
+                ])?;
+            }
+        }
+        tx.commit()?;
+        Ok(report)
+    }
+
+    fn turns(&self, ids: &[TurnId]) -> Result<Vec<Turn>, StoreError> {
+        let keys: Vec<String> = ids.iter().map(|t| t.0.clone()).collect();
+        let found = Self::in_chunks(&keys, |marks, chunk| {
+            let mut stmt = self.conn.prepare(&format!(
+                "SELECT id, seq, user_id, agent_id, run_id, conversation, session, role, speaker, \
+                 text, event_time, ingest_time, source_id FROM turns WHERE id IN ({marks})"
+            ))?;
+            let rows = stmt
+                .query_map(params_from_iter(chunk), |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, i64>(1)?,
+                        scope_from_row(r, 2)?,
+                        r.get::<_, String>(5)?,
+                        r.get::<_, Option<String>>(6)?,
+                        r.get::<_, String>(7)?,
+                        r.get::<_, Option<String>>(8)?,
+                        r.get::<_, String>(9)?,
+                        r.get::<_, Option<String>>(10)?,
+                        r.get::<_, String>(11)?,
+                        r.get::<_, Option<String>>(12)?,
+                    ))
+                })?
+                .collect::<Result<Vec<_>, _>>()?;
+            rows.into_iter()
+                .map(
+                    |(
+                        id,
+                        seq,
+                        scope,
+                        conversation,
+                        session,
+                        role,
+                        speaker,
+                        text,
+                        event,
+                        ingest,
+                        source,
+                    )| {
+                        Ok(Turn {
+                            id: TurnId(id),
+                            seq,
+                            turn: NewTurn {
+                                scope,
+                                conversation,
+                                session,
+                                role: Role::parse(&role)
+                                    .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                                speaker,
+                                text,
+                                event_time: parse_time(event)?,
+                                source_id: source,
+                            },
+                            ingest_time: parse_time(Some(ingest))?.unwrap_or_default(),
+                        })
+                    },
+                )
+                .collect()
+        })?;
+        let mut by_id: HashMap<TurnId, Turn> =
+            found.into_iter().map(|t| (t.id.clone(), t)).collect();
+        Ok(ids.iter().filter_map(|id| by_id.remove(id)).collect())
+    }
+
+    fn segments(&self, ids: &[SegmentId]) -> Result<Vec<Segment>, StoreError> {
+        let keys: Vec<String> = ids.iter().map(|s| s.0.clone()).collect();
+        let found = Self::in_chunks(&keys, |marks, chunk| {
+            self.segments_where(&format!("id IN ({marks})"), chunk)
+        })?;
+        let mut by_id: HashMap<SegmentId, Segment> =
+            found.into_iter().map(|s| (s.id.clone(), s)).collect();
+        Ok(ids.iter().filter_map(|id| by_id.remove(id)).collect())
+    }
+
+    fn list_segments(&self, filter: &ScopeFilter) -> Result<Vec<Segment>, StoreError> {
+        let (clause, args) = filter_clause(filter);
+        self.segments_where(&clause, &args)
+    }
+
+    fn embeddings(
+        &self,
+        model: &str,
+        hashes: &[String],
+    ) -> Result<HashMap<String, Embedding>, StoreError> {
+        let found = Self::in_chunks(hashes, |marks, chunk| {
+            let mut stmt = self.conn.prepare(&format!(
+                "SELECT text_hash, pieces, chunks FROM embeddings \
+                 WHERE model = ? AND text_hash IN ({marks})"
+            ))?;
+            let args = std::iter::once(model.to_string()).chain(chunk.iter().cloned());
+            let rows = stmt
+                .query_map(params_from_iter(args), |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, u32>(1)?,
+                        r.get::<_, Vec<u8>>(2)?,
+                    ))
+                })?
+                .collect::<Result<Vec<_>, _>>()?;
+            rows.into_iter()
+                .map(|(text_hash, pieces, blob)| {
+                    Ok(Embedding {
+                        model: model.to_string(),
+                        text_hash,
+                        pieces,
+                        chunks: codec::decode(&blob)?,
+                    })
+                })
+                .collect()
+        })?;
+        Ok(found
+            .into_iter()
+            .map(|e| (e.text_hash.clone(), e))
+            .collect())
+    }
+
+    fn unit_vectors(&self, model: &str, user_id: &str) -> Result<Vec<UnitVectors>, StoreError> {
+        let mut out = Vec::new();
+        for (kind, table) in [(UnitKind::Turn, "turns"), (UnitKind::Segment, "segments")] {
+            let mut stmt = self.conn.prepare(&format!(
+                "SELECT u.id, u.user_id, u.agent_id, u.run_id, e.chunks FROM {table} u \
+                 JOIN embeddings e ON e.model = ?1 AND e.text_hash = u.text_hash \
+                 WHERE u.user_id = ?2 ORDER BY u.seq"
+            ))?;
+            let rows = stmt
+                .query_map(params![model, user_id], |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        scope_from_row(r, 1)?,
+                        r.get::<_, Vec<u8>>(4)?,
+                    ))
+                })?
+                .collect::<Result<Vec<_>, _>>()?;
+            for (id, scope, blob) in rows {
+                out.push(UnitVectors {
+                    kind,
+                    id,
+                    scope,
+                    chunks: codec::decode(&blob)?,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    fn units_after(&self, turn_seq: i64, segment_seq: i64) -> Result<Vec<UnitText>, StoreError> {
+        let mut out = Vec::new();
+        let mut stmt = self.conn.prepare(
+            "SELECT id, user_id, agent_id, run_id, role, speaker, text, seq FROM turns \
+             WHERE seq > ?1 ORDER BY seq",
+        )?;
+        let rows = stmt
+            .query_map([turn_seq], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    scope_from_row(r, 1)?,
+                    r.get::<_, String>(4)?,
+                    r.get::<_, Option<String>>(5)?,
+                    r.get::<_, String>(6)?,
+                    r.get::<_, i64>(7)?,
+                ))
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        for (id, scope, role, speaker, text, seq) in rows {
+            let role = Role::parse(&role).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            let rendered = render_line(role, speaker.as_deref(), &text);
+            out.push(UnitText {
+                kind: UnitKind::Turn,
+                id,
+                scope,
+                text: rendered,
+                seq,
+            });
+        }
+        let mut stmt = self
+            .conn
+            .prepare("SELECT id, seq FROM segments WHERE seq > ?1 ORDER BY seq")?;
+        let segs: Vec<(String, i64)> = stmt
+            .query_map([segment_seq], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<Result<_, _>>()?;
+        for chunk in segs.chunks(IN_CHUNK) {
+            let ids: Vec<SegmentId> = chunk.iter().map(|(id, _)| SegmentId(id.clone())).collect();
+            for (segment, (_, seq)) in self.segments(&ids)?.into_iter().zip(chunk) {
+                let turns = self.turns(&segment.turns)?;
+                out.push(UnitText {
+                    kind: UnitKind::Segment,
+                    id: segment.id.0,
+                    scope: segment.scope,
+                    text: render_turns(&turns),
+                    seq: *seq,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    fn delete(&mut self, filter: &ScopeFilter) -> Result<DeleteReport, StoreError> {
+        let (clause, args) = filter_clause(filter);
+        let tx = self.conn.transaction()?;
+        let turns: i64 = tx.query_row(
+            &format!("SELECT COUNT(*) FROM turns WHERE {clause}"),
+            params_from_iter(&args),
+            |r| r.get(0),
+        )?;
+        if turns == 0 {
+            return Err(StoreError::UnknownScope(format!(
+                "user {:?}{}{}",
+                filter.user_id,
+                filter
+                    .agent_id
+                    .as_ref()
+                    .map(|a| format!(", agent {a:?}"))
+                    .unwrap_or_default(),
+                filter
+                    .run_id
+                    .as_ref()
+                    .map(|r| format!(", run {r:?}"))
+                    .unwrap_or_default()
+            )));
+        }
+        // Text hashes of what goes, to drop cache entries nothing else uses.
+        let mut hashes: Vec<String> = Vec::new();
+        for table in ["turns", "segments"] {
+            let mut stmt = tx.prepare(&format!(
+                "SELECT DISTINCT text_hash FROM {table} WHERE {clause}"
+            ))?;
+            let h = stmt
+                .query_map(params_from_iter(&args), |r| r.get::<_, String>(0))?
+                .collect::<Result<Vec<_>, _>>()?;
+            hashes.extend(h);
+        }
+        let segments = tx.execute(
+            &format!("DELETE FROM segments WHERE {clause}"),
+            params_from_iter(&args),
+        )?;
+        tx.execute(
+            &format!("DELETE FROM turns WHERE {clause}"),
+            params_from_iter(&args),
+        )?;
+        tx.execute(
+            &format!("DELETE FROM open_segments WHERE {clause}"),
+            params_from_iter(&args),
+        )?;
+        let mut embeddings = 0;
+        {
+            let mut drop_unused = tx.prepare_cached(
+                "DELETE FROM embeddings WHERE text_hash = ?1 \
+                 AND NOT EXISTS (SELECT 1 FROM turns WHERE text_hash = ?1) \
+                 AND NOT EXISTS (SELECT 1 FROM segments WHERE text_hash = ?1)",
+            )?;
+            for h in &hashes {
+                embeddings += drop_unused.execute([h])?;
+            }
+        }
+        tx.commit()?;
+        // Move the deleted pages out of the WAL into the (securely zeroed) main file.
+        self.conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+        Ok(DeleteReport {
+            turns: turns as u64,
+            segments: segments as u64,
+            embeddings: embeddings as u64,
+        })
+    }
+
+    fn stats(&self) -> Result<StoreStats, StoreError> {
+        let count = |sql: &str| -> Result<u64, StoreError> {
+            Ok(self.conn.query_row(sql, [], |r| r.get::<_, i64>(0))? as u64)
+        };
+        let mut open_turns = 0;
+        let mut stmt = self.conn.prepare("SELECT state FROM open_segments")?;
+        for state in stmt.query_map([], |r| r.get::<_, String>(0))? {
+            let state: OpenSegment = serde_json::from_str(&state?)
+                .map_err(|e| StoreError::Corrupt(format!("open segment state: {e}")))?;
+            open_turns += state.turn_ids().len() as u64;
+        }
+        let mut embedded_chunks = 0u64;
+        let mut stmt = self.conn.prepare("SELECT chunks FROM embeddings")?;
+        for blob in stmt.query_map([], |r| r.get::<_, Vec<u8>>(0))? {
+            embedded_chunks += codec::decode(&blob?)?.len() as u64;
+        }
+        let bytes = ["", "-wal", "-shm"]
+            .iter()
+            .filter_map(|suffix| {
+                let mut p = self.path.clone().into_os_string();
+                p.push(suffix);
+                std::fs::metadata(p).ok().map(|m| m.len())
+            })
+            .sum();
+        Ok(StoreStats {
+            users: count("SELECT COUNT(DISTINCT user_id) FROM turns")?,
+            conversations: count(
+                "SELECT COUNT(*) FROM (SELECT DISTINCT user_id, agent_id, run_id, conversation FROM turns)",
+            )?,
+            turns: count("SELECT COUNT(*) FROM turns")?,
+            segments: count("SELECT COUNT(*) FROM segments")?,
+            segmented_turns: count("SELECT COUNT(*) FROM segment_turns")?,
+            open_segment_turns: open_turns,
+            embeddings: count("SELECT COUNT(*) FROM embeddings")?,
+            embedded_chunks,
+            bytes,
+        })
+    }
+
+    fn check_integrity(&self) -> Result<(), StoreError> {
+        let result: String = self
+            .conn
+            .query_row("PRAGMA integrity_check", [], |r| r.get(0))?;
+        if result != "ok" {
+            return Err(StoreError::Integrity(result));
+        }
+        let dangling: i64 = self.conn.query_row(
+            "SELECT COUNT(*) FROM segment_turns st LEFT JOIN turns t ON t.id = st.turn_id \
+             WHERE t.id IS NULL",
+            [],
+            |r| r.get(0),
+        )?;
+        if dangling > 0 {
+            return Err(StoreError::Integrity(format!(
+                "{dangling} segment links point at missing turns"
+            )));
+        }
+        let empty: i64 = self.conn.query_row(
+            "SELECT COUNT(*) FROM segments s WHERE NOT EXISTS \
+             (SELECT 1 FROM segment_turns st WHERE st.segment_id = s.id)",
+            [],
+            |r| r.get(0),
+        )?;
+        if empty > 0 {
+            return Err(StoreError::Integrity(format!(
+                "{empty} segments have no turns"
+            )));
+        }
+        // Every turn is in exactly one place of the segmentation: a closed segment or an open one.
+        let stats = self.stats()?;
+        if stats.turns != stats.segmented_turns + stats.open_segment_turns {
+            return Err(StoreError::Integrity(format!(
+                "{} turns, but {} in closed segments and {} in open ones",
+                stats.turns, stats.segmented_turns, stats.open_segment_turns
+            )));
+        }
+        Ok(())
+    }
+}

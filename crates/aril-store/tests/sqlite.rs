@@ -1,0 +1,215 @@
+//! The embedded store: atomic batches, idempotent inserts, scoped deletion, schema guard.
+
+use aril_core::{CloseReason, NewTurn, Role, Scope, ScopeFilter, Segment, SegmentId, Turn, TurnId};
+use aril_segment::OpenSegment;
+use aril_store::{
+    Embedding, SegmentRecord, SqliteStore, Store, StoreError, StoredChunk, TurnRecord, WriteBatch,
+};
+use chrono::Utc;
+
+fn turn(user: &str, n: usize) -> TurnRecord {
+    let t = NewTurn {
+        scope: Scope::user(user).unwrap(),
+        conversation: "c".into(),
+        session: None,
+        role: Role::User,
+        speaker: None,
+        text: format!("turn number {n} of {user}"),
+        event_time: None,
+        source_id: Some(format!("D1:{n}")),
+    };
+    TurnRecord {
+        turn: Turn {
+            id: t.id(),
+            seq: 0,
+            turn: t,
+            ingest_time: Utc::now(),
+        },
+        text_hash: format!("h-{user}-{n}"),
+    }
+}
+
+fn embedding(hash: &str) -> Embedding {
+    Embedding {
+        model: "m".into(),
+        text_hash: hash.into(),
+        pieces: 3,
+        chunks: vec![StoredChunk {
+            start: 0,
+            end: 3,
+            vector: vec![1.0, 0.0],
+        }],
+    }
+}
+
+fn segment(user: &str, turns: &[&TurnRecord]) -> SegmentRecord {
+    let ids: Vec<TurnId> = turns.iter().map(|t| t.turn.id.clone()).collect();
+    SegmentRecord {
+        segment: Segment {
+            id: SegmentId::for_turns(&ids),
+            scope: Scope::user(user).unwrap(),
+            conversation: "c".into(),
+            turns: ids,
+            boundary_score: 0.7,
+            reason: CloseReason::TopicShift,
+            tokens: 12,
+            start_time: None,
+            end_time: None,
+        },
+        text_hash: format!("seg-{user}"),
+    }
+}
+
+fn fill(store: &mut SqliteStore, user: &str) -> Vec<TurnRecord> {
+    let turns: Vec<TurnRecord> = (1..=3).map(|n| turn(user, n)).collect();
+    let mut embeddings: Vec<Embedding> = turns.iter().map(|t| embedding(&t.text_hash)).collect();
+    embeddings.push(embedding(&format!("seg-{user}")));
+    store
+        .commit(WriteBatch {
+            turns: turns.clone(),
+            segments: vec![segment(user, &turns.iter().collect::<Vec<_>>())],
+            open_segments: vec![],
+            embeddings,
+        })
+        .unwrap();
+    turns
+}
+
+#[test]
+fn a_batch_is_stored_whole_and_recommitting_adds_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = SqliteStore::open(&dir.path().join("s.sqlite")).unwrap();
+    let turns = fill(&mut store, "u");
+    let again = store
+        .commit(WriteBatch {
+            turns: turns.clone(),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(again.turns_added, 0);
+    assert_eq!(again.turns_skipped, 3);
+    let stats = store.stats().unwrap();
+    assert_eq!(
+        (stats.turns, stats.segments, stats.segmented_turns),
+        (3, 1, 3)
+    );
+    store.check_integrity().unwrap();
+    let ids: Vec<TurnId> = turns.iter().map(|t| t.turn.id.clone()).collect();
+    let back = store.turns(&ids).unwrap();
+    assert_eq!(back.len(), 3);
+    assert_eq!(back[0].turn.text, "turn number 1 of u");
+    assert!(back[0].seq < back[1].seq);
+}
+
+#[test]
+fn a_failing_batch_leaves_nothing_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = SqliteStore::open(&dir.path().join("s.sqlite")).unwrap();
+    // The segment links a turn that is neither stored nor in the batch: the batch must fail whole.
+    let failed = store.commit(WriteBatch {
+        turns: vec![turn("u", 2)],
+        segments: vec![segment("u", &[&turn("u", 9)])],
+        ..Default::default()
+    });
+    assert!(
+        failed.is_err(),
+        "a link to a missing turn must fail the batch"
+    );
+    assert!(
+        store.turns(&[turn("u", 2).turn.id]).unwrap().is_empty(),
+        "no partial batch"
+    );
+    assert_eq!(store.stats().unwrap().turns, 0);
+}
+
+#[test]
+fn delete_takes_one_scope_and_its_unshared_vectors() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = SqliteStore::open(&dir.path().join("s.sqlite")).unwrap();
+    fill(&mut store, "a");
+    fill(&mut store, "b");
+    let report = store.delete(&ScopeFilter::user("a")).unwrap();
+    assert_eq!(
+        (report.turns, report.segments, report.embeddings),
+        (3, 1, 4)
+    );
+    let stats = store.stats().unwrap();
+    assert_eq!((stats.turns, stats.segments, stats.embeddings), (3, 1, 4));
+    assert!(store.unit_vectors("m", "a").unwrap().is_empty());
+    assert_eq!(store.unit_vectors("m", "b").unwrap().len(), 4);
+    store.check_integrity().unwrap();
+    assert!(matches!(
+        store.delete(&ScopeFilter::user("nobody")),
+        Err(StoreError::UnknownScope(_))
+    ));
+}
+
+#[test]
+fn open_segments_persist_per_conversation() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.sqlite");
+    let scope = Scope::user("u").unwrap();
+    {
+        let mut store = SqliteStore::open(&path).unwrap();
+        let seg = aril_segment::Segmenter::default();
+        let mut open = OpenSegment::default();
+        let t = turn("u", 1);
+        seg.push(
+            &mut open,
+            aril_segment::TurnInput {
+                id: t.turn.id.clone(),
+                session: None,
+                vector: vec![1.0, 0.0],
+                tokens: 5,
+            },
+        );
+        store
+            .commit(WriteBatch {
+                turns: vec![t],
+                open_segments: vec![aril_store::OpenSegmentRecord {
+                    scope: scope.clone(),
+                    conversation: "c".into(),
+                    state: open,
+                }],
+                ..Default::default()
+            })
+            .unwrap();
+    }
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(store.open_segment(&scope, "c").unwrap().turn_ids().len(), 1);
+    assert!(store.open_segment(&scope, "other").unwrap().is_empty());
+    store.check_integrity().unwrap();
+}
+
+#[test]
+fn a_newer_schema_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.sqlite");
+    drop(SqliteStore::open(&path).unwrap());
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute(
+        "UPDATE meta SET value = '99' WHERE key = 'schema_version'",
+        [],
+    )
+    .unwrap();
+    drop(conn);
+    match SqliteStore::open(&path) {
+        Err(StoreError::NewerSchema { found: 99, .. }) => {}
+        Err(e) => panic!("unexpected error {e}"),
+        Ok(_) => panic!("a newer schema was opened"),
+    }
+}
+
+#[test]
+fn integrity_check_catches_a_turn_outside_the_segmentation() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = SqliteStore::open(&dir.path().join("s.sqlite")).unwrap();
+    store
+        .commit(WriteBatch {
+            turns: vec![turn("u", 1)],
+            ..Default::default()
+        })
+        .unwrap();
+    let err = store.check_integrity().unwrap_err().to_string();
+    assert!(err.contains("1 turns, but 0 in closed segments"), "{err}");
+}
