@@ -1,14 +1,14 @@
 //! The LLM-free read path: the question is embedded once, then four ranked lists are taken inside
 //! the scope (cosine over turn chunks, cosine over segment chunks, BM25 over turns, BM25 over
-//! segments), fused with RRF, and packed into `k` units and an optional token budget, skipping
-//! units whose turns are already shown.
+//! segments), fused with RRF, and packed into `k` units and an optional token budget; no turn is
+//! shown twice (a segment shows only the turns a better-ranked unit has not shown).
 //!
 //! Cost per query: one embedding (no cache write), one pass over the user's chunk vectors, two
 //! tantivy queries, two store reads.
 
 use std::collections::HashMap;
 
-use aril_core::{ScopeFilter, SegmentId, Turn, TurnId, render_turns, tokens};
+use aril_core::{ScopeFilter, SegmentId, Turn, TurnId, tokens};
 use aril_embed::embed_chunked;
 use aril_index::{Hit, VectorSearch};
 use aril_recall::{pack, rrf};
@@ -45,6 +45,7 @@ pub struct SearchHit {
     pub rank: usize,
     pub kind: UnitKind,
     pub id: String,
+    /// The unit's turns not already shown by a better-ranked unit, `Speaker: text`, one per line.
     pub text: String,
     pub source: SourceRef,
     /// When it was said (a segment: when it started).
@@ -120,40 +121,51 @@ impl Engine {
             r.rrf_k,
         );
         let candidates = self.resolve(&fused)?;
-        let costs: Vec<(usize, Vec<TurnId>)> = candidates
+        // Each turn costs its rendered tokens plus the newline that joins it to the next.
+        let mut cost: HashMap<TurnId, usize> = HashMap::new();
+        let units: Vec<Vec<(TurnId, usize)>> = candidates
             .iter()
             .map(|c| {
-                (
-                    tokens::count(&render_turns(&c.turns)),
-                    c.turns.iter().map(|t| t.id.clone()).collect(),
-                )
+                c.turns
+                    .iter()
+                    .map(|t| {
+                        let n = *cost
+                            .entry(t.id.clone())
+                            .or_insert_with(|| tokens::count(&t.rendered()) + 1);
+                        (t.id.clone(), n)
+                    })
+                    .collect()
             })
             .collect();
-        let packed = pack(&costs, k, request.budget);
+        let packed = pack(&units, k, request.budget);
         let results = packed
             .chosen
             .iter()
             .enumerate()
-            .map(|(rank, &i)| {
-                let c = &candidates[i];
-                let first = &c.turns[0].turn;
+            .map(|(rank, (i, shown))| {
+                let c = &candidates[*i];
+                let turns: Vec<&Turn> = c.turns.iter().filter(|t| shown.contains(&t.id)).collect();
+                let first = &turns[0].turn;
                 SearchHit {
                     rank: rank + 1,
                     kind: c.kind,
                     id: c.id.clone(),
-                    text: render_turns(&c.turns),
+                    text: turns
+                        .iter()
+                        .map(|t| t.rendered())
+                        .collect::<Vec<_>>()
+                        .join("\n"),
                     source: SourceRef {
                         conversation: first.conversation.clone(),
                         session: first.session.clone(),
-                        turns: c
-                            .turns
+                        turns: turns
                             .iter()
                             .map(|t| t.turn.source_id.clone().unwrap_or_else(|| t.id.0.clone()))
                             .collect(),
                     },
-                    time: c.turns.iter().filter_map(|t| t.turn.event_time).min(),
+                    time: turns.iter().filter_map(|t| t.turn.event_time).min(),
                     score: c.score,
-                    tokens: costs[i].0,
+                    tokens: shown.iter().map(|t| cost[t]).sum(),
                 }
             })
             .collect();

@@ -41,7 +41,7 @@ impl Default for SegmenterConfig {
             w_cohesion: 4.0,
             w_length: 1.5,
             w_count: 1.0,
-            surprise_center: 0.6,
+            surprise_center: 0.45,
             surprise_scale: 0.1,
             threshold: 0.5,
             target_tokens: 600,

@@ -1,0 +1,315 @@
+//! The `aril` binary as a user drives it: the demo, idempotent imports, a kill -9 in the middle
+//! of an import, and clear errors that change nothing.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn aril(dir: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_aril"));
+    cmd.arg("--data-dir").arg(dir).env_remove("ARIL_DATA_DIR");
+    cmd
+}
+
+fn run(cmd: &mut Command) -> Output {
+    cmd.output().expect("aril runs")
+}
+
+fn ok(cmd: &mut Command) -> String {
+    let out = run(cmd);
+    assert!(
+        out.status.success(),
+        "aril failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Runs a command that must fail; returns its stderr.
+fn fails(cmd: &mut Command) -> String {
+    let out = run(cmd);
+    assert!(
+        !out.status.success(),
+        "aril succeeded: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn shared(rel: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/data")
+        .join(rel)
+}
+
+fn stats(dir: &Path) -> serde_json::Value {
+    serde_json::from_str(&ok(aril(dir).args(["stats", "--json"]))).unwrap()
+}
+
+fn count(dir: &Path, key: &str) -> u64 {
+    stats(dir)[key].as_u64().unwrap()
+}
+
+#[test]
+fn demo_shows_segments_and_answers_with_dates() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = ok(Command::new(env!("CARGO_BIN_EXE_aril"))
+        .arg("demo")
+        .env_remove("ARIL_DATA_DIR")
+        .current_dir(dir.path()));
+    assert!(out.contains("42 turns added"), "{out}");
+    assert!(out.contains("segments (LLM-free"), "{out}");
+    assert!(out.contains("== What is the name of Sam's dog?"), "{out}");
+    assert!(out.contains("Pimenta"), "{out}");
+    assert!(out.contains("[2024-"), "dates are shown: {out}");
+    // The demo works in a temporary directory unless told otherwise.
+    assert!(!dir.path().join("aril-data").exists());
+}
+
+#[test]
+fn an_import_killed_midway_leaves_a_sound_store_and_finishes_on_rerun() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = shared("locomo/locomo_dev7.json");
+    let import = |cmd: &mut Command| {
+        cmd.args(["import", "locomo"]).arg(&file).args([
+            "--conversation",
+            "conv-26",
+            "--conversation",
+            "conv-30",
+        ]);
+    };
+    let mut cmd = aril(dir.path());
+    import(&mut cmd);
+    let mut child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Let some batches commit, then kill -9.
+    let store = dir.path().join("store.sqlite");
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(120) {
+        std::thread::sleep(Duration::from_millis(500));
+        let wal = dir.path().join("store.sqlite-wal");
+        if started.elapsed() > Duration::from_secs(3)
+            && std::fs::metadata(&wal)
+                .map(|m| m.len() > 200_000)
+                .unwrap_or(false)
+        {
+            break;
+        }
+    }
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the import finished before it could be killed"
+    );
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    assert!(store.exists());
+
+    ok(aril(dir.path()).arg("check"));
+    let partial = count(dir.path(), "turns");
+    assert!(partial > 0, "some batches were committed before the kill");
+    let mut cmd = aril(dir.path());
+    import(&mut cmd);
+    let out = ok(&mut cmd);
+    assert!(out.contains(&format!("{partial} already stored")), "{out}");
+    ok(aril(dir.path()).arg("check"));
+    let full = stats(dir.path());
+    let expected = 419 + 369; // conv-26 and conv-30 turns in the file
+    assert_eq!(full["turns"].as_u64().unwrap(), expected);
+    assert_eq!(full["open_segment_turns"].as_u64().unwrap(), 0);
+    assert_eq!(
+        full["lexical_units"],
+        serde_json::json!(expected + full["segments"].as_u64().unwrap())
+    );
+    // A third run adds nothing.
+    let mut cmd = aril(dir.path());
+    import(&mut cmd);
+    let out = ok(&mut cmd);
+    assert!(out.contains("0 turns added"), "{out}");
+    assert_eq!(stats(dir.path()), full);
+}
+
+#[test]
+fn malformed_and_wrong_format_files_are_refused_with_their_position() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.json");
+    std::fs::write(
+        &bad,
+        "[\n  {\"sample_id\": \"x\",\n   \"conversation\": {]\n",
+    )
+    .unwrap();
+    let err = fails(
+        aril(&dir.path().join("d"))
+            .args(["import", "locomo"])
+            .arg(&bad),
+    );
+    assert!(err.contains("bad.json:3:"), "{err}");
+    let lme = shared("longmemeval/longmemeval_oracle_dev.json");
+    let err = fails(
+        aril(&dir.path().join("d"))
+            .args(["import", "locomo"])
+            .arg(&lme),
+    );
+    assert!(err.contains("not a LoCoMo file"), "{err}");
+    let err = fails(
+        aril(&dir.path().join("d"))
+            .args(["import", "locomo"])
+            .arg(dir.path().join("missing.json")),
+    );
+    assert!(err.contains("cannot read"), "{err}");
+    assert_eq!(count(&dir.path().join("d"), "turns"), 0);
+}
+
+#[test]
+fn bad_turns_and_unknown_scopes_change_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    ok(aril(d).args([
+        "add",
+        "--user",
+        "u",
+        "--at",
+        "2024-03-01T10:00:00Z",
+        "I live in Porto",
+    ]));
+    let before = stats(d);
+    let err = fails(aril(d).args(["add", "--user", "u", "   "]));
+    assert!(err.contains("empty text"), "{err}");
+    let err = fails(aril(d).args(["add", "--user", "u", "--at", "yesterday", "hello"]));
+    assert!(err.contains("bad timestamp"), "{err}");
+    let err = fails(aril(d).args(["add", "--user", "u", "--role", "narrator", "hello"]));
+    assert!(err.contains("unknown role"), "{err}");
+    // JSON lines: the second line is bad, so the first is not stored either.
+    let mut child = aril(d)
+        .args(["add", "--user", "u"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"{\"text\": \"fine line\"}\n{\"text\": \"x\", \"at\": \"13/13/2024\"}\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("stdin line 2"));
+    let err = fails(aril(d).args(["delete", "--user", "nobody"]));
+    assert!(err.contains("nothing is stored for"), "{err}");
+    assert_eq!(stats(d), before);
+}
+
+#[test]
+fn a_busy_directory_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    // `add` reading stdin holds the directory while it waits for input.
+    let mut holder = aril(dir.path())
+        .args(["add", "--user", "u"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let err = loop {
+        let out = run(aril(dir.path()).arg("stats"));
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        if err.contains("in use by another aril process") || Instant::now() > deadline {
+            break err;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    assert!(err.contains("in use by another aril process"), "{err}");
+    ok(aril(dir.path()).arg("stats"));
+}
+
+#[test]
+fn a_missing_model_says_how_to_fetch_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = fails(
+        aril(dir.path())
+            .args(["--model-dir"])
+            .arg(dir.path().join("no-model"))
+            .args(["add", "--user", "u", "hello"]),
+    );
+    assert!(err.contains("scripts/fetch-model"), "{err}");
+    assert_eq!(count(dir.path(), "turns"), 0);
+}
+
+#[test]
+fn a_newer_store_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    ok(aril(dir.path()).arg("stats"));
+    let conn = rusqlite::Connection::open(dir.path().join("store.sqlite")).unwrap();
+    conn.execute(
+        "UPDATE meta SET value = '7' WHERE key = 'schema_version'",
+        [],
+    )
+    .unwrap();
+    drop(conn);
+    let err = fails(aril(dir.path()).arg("stats"));
+    assert!(
+        err.contains("schema version 7, newer than this aril"),
+        "{err}"
+    );
+}
+
+#[test]
+fn search_json_has_the_documented_shape() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    ok(aril(d).args([
+        "add",
+        "--user",
+        "u",
+        "--session",
+        "s1",
+        "--at",
+        "2024-03-01T10:00:00Z",
+        "My sister Ana is a nurse in Coimbra.",
+    ]));
+    ok(aril(d).args([
+        "add",
+        "--user",
+        "u",
+        "--session",
+        "s1",
+        "--at",
+        "2024-03-01T10:01:00Z",
+        "--flush",
+        "I bought a red bicycle.",
+    ]));
+    ok(aril(d).args(["add", "--user", "other", "My sister is a pilot."]));
+    let out = ok(aril(d).args([
+        "search",
+        "--user",
+        "u",
+        "--k",
+        "5",
+        "--json",
+        "What does my sister do?",
+    ]));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["query"], "What does my sister do?");
+    let first = &v["results"][0];
+    assert_eq!(first["rank"], 1);
+    assert!(first["kind"] == "turn" || first["kind"] == "segment");
+    assert!(first["text"].as_str().unwrap().contains("nurse"));
+    assert_eq!(first["source"]["conversation"], "main");
+    assert_eq!(first["source"]["session"], "s1");
+    assert!(
+        first["time"]
+            .as_str()
+            .unwrap()
+            .starts_with("2024-03-01T10:0")
+    );
+    assert!(!out.contains("pilot"), "another user's memory leaked");
+}
