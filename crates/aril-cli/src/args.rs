@@ -49,6 +49,36 @@ pub enum Command {
     Check,
     /// Ingest a sample conversation, show its segments and answer questions from it.
     Demo(DemoCmd),
+    /// Measure retrieval on a benchmark file with one strategy (see docs/benchmarks.md).
+    Bench(BenchCmd),
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BenchName {
+    Longmemeval,
+    Locomo,
+    Hotpotqa,
+}
+
+#[derive(Args, Debug)]
+pub struct BenchCmd {
+    #[arg(value_enum)]
+    pub benchmark: BenchName,
+    /// A file of the benchmark's official format.
+    #[arg(long)]
+    pub data: PathBuf,
+    /// raw-session-all, raw-session-user, seci-extract, seci-hybrid, verbatim-chunks or aril.
+    #[arg(long)]
+    pub strategy: String,
+    /// Only the first N questions.
+    #[arg(long)]
+    pub limit: Option<usize>,
+    /// Write the report as JSON here too.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Embedding cache and bench data directories (default ~/.cache/aril/bench).
+    #[arg(long)]
+    pub cache_dir: Option<PathBuf>,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

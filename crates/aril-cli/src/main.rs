@@ -3,6 +3,7 @@
 
 mod add;
 mod args;
+mod bench;
 mod demo;
 mod import;
 mod output;
@@ -83,5 +84,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Demo(cmd) => demo::run(&cli, load_config(&cli)?, cmd),
+        Command::Bench(cmd) => bench::run(&cli, cmd),
     }
 }

@@ -3,18 +3,25 @@
 
 use std::path::{Path, PathBuf};
 
+use aril_core::Role;
 use aril_segment::SegmenterConfig;
 use serde::{Deserialize, Serialize};
 
 use crate::EngineError;
 
 /// Everything an engine can be told.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// Directory with `model.safetensors`, `tokenizer.json`, `config.json` of all-MiniLM-L6-v2.
     /// Default: `$ARIL_MODEL_DIR`, else `~/.cache/aril/models/all-MiniLM-L6-v2`.
     pub model_dir: Option<PathBuf>,
+    /// Roles whose turns get dense vectors (and make up a segment's embedded text). Every turn is
+    /// stored and BM25-indexed whatever its role. Default: `["user"]` — the user's own words carry
+    /// what there is to remember about them, assistant turns are long and generic (seed 004:
+    /// indexing user turns only raised session recall by 6 points), and skipping them roughly
+    /// halves embedding cost on assistant chats. LoCoMo speakers are all `user`.
+    pub dense_roles: Vec<Role>,
     pub segmenter: SegmenterConfig,
     pub recall: RecallConfig,
     /// Turns committed per transaction during ingest: a crash keeps whole batches only.
@@ -39,6 +46,18 @@ pub struct RecallConfig {
     pub w_lexical_segments: f32,
     /// Results returned when the caller gives no `k`.
     pub default_k: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            model_dir: None,
+            dense_roles: vec![Role::User],
+            segmenter: SegmenterConfig::default(),
+            recall: RecallConfig::default(),
+            ingest_batch: 0,
+        }
+    }
 }
 
 impl Default for RecallConfig {
@@ -73,6 +92,11 @@ impl Config {
         if self.recall.candidates == 0 || self.recall.default_k == 0 {
             return Err(EngineError::Config(
                 "recall.candidates and recall.default_k must be at least 1".into(),
+            ));
+        }
+        if self.dense_roles.is_empty() {
+            return Err(EngineError::Config(
+                "dense_roles is empty: no turn would be embedded".into(),
             ));
         }
         if self.recall.rrf_k < 0.0 {

@@ -1,8 +1,6 @@
 //! Embedding through the cache: texts already embedded under the current model (keyed by model
 //! and text hash) are read from the store; only the rest go through the model.
 
-use std::collections::HashMap;
-
 use aril_core::content_hash;
 use aril_embed::embed_chunked;
 use aril_store::{Embedding, StoredChunk};
@@ -69,30 +67,5 @@ impl Engine {
         }
         aril_embed::normalize(&mut mean);
         mean
-    }
-
-    /// Embeds every unit that has no vectors under the current model (after a model change or a
-    /// cache loss). Returns how many were embedded.
-    pub(crate) fn embed_missing_units(&mut self) -> Result<usize, EngineError> {
-        let units = self.store.units_after(0, 0)?;
-        let model = self.embedder()?.name().to_string();
-        let hashes: Vec<String> = units.iter().map(|u| content_hash(&[&u.text])).collect();
-        let known: HashMap<String, Embedding> = self.store.embeddings(&model, &hashes)?;
-        let missing: Vec<String> = units
-            .iter()
-            .zip(&hashes)
-            .filter(|(_, h)| !known.contains_key(*h))
-            .map(|(u, _)| u.text.clone())
-            .collect();
-        let mut done = 0;
-        for chunk in missing.chunks(self.config.batch_size()) {
-            let (_, fresh) = self.embed_cached(chunk)?;
-            done += fresh.len();
-            self.store.commit(aril_store::WriteBatch {
-                embeddings: fresh,
-                ..Default::default()
-            })?;
-        }
-        Ok(done)
     }
 }

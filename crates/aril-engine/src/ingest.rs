@@ -9,7 +9,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use aril_core::{NewTurn, Scope, Segment, SegmentId, Turn, TurnId, render_turns, tokens};
+use aril_core::{
+    NewTurn, Role, Scope, Segment, SegmentId, Turn, TurnId, content_hash, render_turns, tokens,
+};
 use aril_segment::{Closed, OpenSegment, TurnInput};
 use aril_store::{OpenSegmentRecord, SegmentRecord, TurnRecord, WriteBatch};
 use chrono::Utc;
@@ -155,16 +157,28 @@ impl Engine {
     ) -> Result<IngestReport, EngineError> {
         let now = Utc::now();
         let rendered: Vec<String> = chunk.iter().map(|(_, t)| t.rendered()).collect();
-        let (embeddings, mut fresh) = self.embed_cached(&rendered)?;
+        let dense_texts: Vec<String> = chunk
+            .iter()
+            .zip(&rendered)
+            .filter(|((_, t), _)| self.is_dense(t.role))
+            .map(|(_, text)| text.clone())
+            .collect();
+        let (embeddings, mut fresh) = self.embed_cached(&dense_texts)?;
+        let mut dense_vectors = embeddings.iter().map(Self::mean_vector);
         let mut turns: Vec<TurnRecord> = Vec::with_capacity(chunk.len());
         let mut closed: Vec<Closed> = Vec::new();
-        for (((id, t), text), e) in chunk.iter().zip(&rendered).zip(&embeddings) {
+        for ((id, t), text) in chunk.iter().zip(&rendered) {
+            let vector = if self.is_dense(t.role) {
+                dense_vectors.next()
+            } else {
+                None
+            };
             closed.extend(self.segmenter.push(
                 open,
                 TurnInput {
                     id: id.clone(),
                     session: t.session.clone(),
-                    vector: Self::mean_vector(e),
+                    vector,
                     tokens: tokens::count(text) as u32,
                 },
             ));
@@ -175,25 +189,29 @@ impl Engine {
                     turn: t.clone(),
                     ingest_time: now,
                 },
-                text_hash: e.text_hash.clone(),
+                text_hash: content_hash(&[text]),
             });
         }
         if flush {
             closed.extend(self.segmenter.flush(open));
         }
         let segments = self.build_segments(scope, conversation, &closed, &turns)?;
-        let segment_texts: Vec<String> = segments.iter().map(|(_, text)| text.clone()).collect();
-        let (segment_embeddings, segment_fresh) = self.embed_cached(&segment_texts)?;
+        // A segment's embedded text is its dense-role turns; one without any has no vector.
+        let segment_texts: Vec<String> = segments
+            .iter()
+            .map(|(_, text)| text.clone())
+            .filter(|text| !text.is_empty())
+            .collect();
+        let (_, segment_fresh) = self.embed_cached(&segment_texts)?;
         fresh.extend(segment_fresh);
         let embedded_texts = fresh.len();
         let batch = WriteBatch {
             turns,
             segments: segments
                 .into_iter()
-                .zip(&segment_embeddings)
-                .map(|((segment, _), e)| SegmentRecord {
+                .map(|(segment, text)| SegmentRecord {
                     segment,
-                    text_hash: e.text_hash.clone(),
+                    text_hash: content_hash(&[&text]),
                 })
                 .collect(),
             open_segments: vec![OpenSegmentRecord {
@@ -215,8 +233,12 @@ impl Engine {
         })
     }
 
-    /// Turns closed segmenter output into segments with their texts. Member turns from earlier
-    /// batches are read from the store.
+    fn is_dense(&self, role: Role) -> bool {
+        self.config.dense_roles.contains(&role)
+    }
+
+    /// Turns closed segmenter output into segments with their embedded texts (the dense-role
+    /// turns, rendered). Member turns from earlier batches are read from the store.
     fn build_segments(
         &self,
         scope: &Scope,
@@ -267,7 +289,11 @@ impl Engine {
                 start_time: times.clone().min(),
                 end_time: times.max(),
             };
-            out.push((segment, render_turns(&members)));
+            let dense: Vec<Turn> = members
+                .into_iter()
+                .filter(|t| self.is_dense(t.turn.role))
+                .collect();
+            out.push((segment, render_turns(&dense)));
         }
         Ok(out)
     }

@@ -25,6 +25,7 @@ use serde::Serialize;
 
 pub use aril_core::{NewTurn, Role, Scope, ScopeFilter, Segment};
 pub use aril_datasets as datasets;
+pub use aril_embed as embed;
 pub use aril_segment::SegmenterConfig;
 pub use aril_store::{DeleteReport, UnitKind};
 pub use config::{Config, RecallConfig};
@@ -148,12 +149,11 @@ impl Engine {
         Ok(())
     }
 
-    /// Rebuilds the lexical index from the store and embeds any unit that has no vectors under the
-    /// current model. Returns the number of units indexed.
+    /// Rebuilds the lexical index from the store and drops the in-memory vectors (reloaded from
+    /// the store on the next query). Returns the number of units indexed.
     pub fn reindex(&mut self) -> Result<u64, EngineError> {
         self.lexical.clear()?;
         self.catch_up_indexes()?;
-        self.embed_missing_units()?;
         self.vectors = VectorIndex::default();
         Ok(self.lexical.len())
     }

@@ -10,15 +10,16 @@ use crate::SegmenterConfig;
 pub struct TurnInput {
     pub id: TurnId,
     pub session: Option<String>,
-    /// Unit-length embedding of the whole turn.
-    pub vector: Vec<f32>,
+    /// Unit-length embedding of the whole turn; `None` for turns that are not embedded (roles
+    /// outside the dense roles). Such a turn joins the open segment without a boundary decision.
+    pub vector: Option<Vec<f32>>,
     pub tokens: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct Member {
     id: TurnId,
-    vector: Vec<f32>,
+    vector: Option<Vec<f32>>,
     tokens: u32,
 }
 
@@ -42,12 +43,8 @@ impl OpenSegment {
         self.members.iter().map(|m| m.tokens).sum()
     }
 
-    fn centroid(&self) -> Vec<f32> {
-        centroid(self.members.iter().map(|m| m.vector.as_slice()))
-    }
-
-    fn cohesion(&self) -> f32 {
-        cohesion(self.members.iter().map(|m| m.vector.as_slice()))
+    fn vectors(&self) -> impl Iterator<Item = &[f32]> + Clone {
+        self.members.iter().filter_map(|m| m.vector.as_deref())
     }
 
     fn take(&mut self, reason: CloseReason, score: f32) -> Option<Closed> {
@@ -101,23 +98,16 @@ impl Segmenter {
         &self.config
     }
 
-    /// The boundary model's view of `turn` against a non-empty open segment.
-    pub fn features(&self, open: &OpenSegment, turn: &TurnInput) -> BoundaryFeatures {
+    /// The boundary model's view of `turn` against the open segment; `None` when the turn or the
+    /// segment has no embedded turn to compare.
+    pub fn features(&self, open: &OpenSegment, turn: &TurnInput) -> Option<BoundaryFeatures> {
         let c = &self.config;
-        let centroid = open.centroid();
-        let last = open
-            .members
-            .last()
-            .map(|m| m.vector.as_slice())
-            .unwrap_or(&[]);
-        let surprise = 1.0 - dot(&turn.vector, &centroid).max(dot(&turn.vector, last));
-        let before = open.cohesion();
-        let after = cohesion(
-            open.members
-                .iter()
-                .map(|m| m.vector.as_slice())
-                .chain(std::iter::once(turn.vector.as_slice())),
-        );
+        let v = turn.vector.as_deref()?;
+        let last = open.vectors().last()?;
+        let centroid = centroid(open.vectors());
+        let surprise = 1.0 - dot(v, &centroid).max(dot(v, last));
+        let before = cohesion(open.vectors());
+        let after = cohesion(open.vectors().chain(std::iter::once(v)));
         let cohesion_drop = before - after;
         let length = (open.tokens() as f32 - c.target_tokens as f32)
             / (c.target_tokens - c.min_tokens) as f32;
@@ -128,13 +118,13 @@ impl Segmenter {
             + c.w_cohesion * cohesion_drop
             + c.w_length * length
             + c.w_count * count;
-        BoundaryFeatures {
+        Some(BoundaryFeatures {
             surprise,
             cohesion_drop,
             length,
             count,
             probability: 1.0 / (1.0 + (-logit).exp()),
-        }
+        })
     }
 
     /// Adds `turn`, returning the segments it closes (at most two: the one before it, and the one
@@ -148,8 +138,10 @@ impl Segmenter {
             } else if open.tokens() + turn.tokens > c.max_tokens {
                 Some((CloseReason::MaxTokens, 1.0))
             } else {
-                let p = self.features(open, &turn).probability;
-                (p > c.threshold).then_some((CloseReason::TopicShift, p))
+                self.features(open, &turn)
+                    .map(|f| f.probability)
+                    .filter(|p| *p > c.threshold)
+                    .map(|p| (CloseReason::TopicShift, p))
             };
             if let Some((reason, score)) = cut {
                 closed.extend(open.take(reason, score));
@@ -215,7 +207,7 @@ mod tests {
         TurnInput {
             id: TurnId(format!("t{n}")),
             session: Some(session.into()),
-            vector: unit(dir),
+            vector: Some(unit(dir)),
             tokens,
         }
     }
@@ -273,7 +265,7 @@ mod tests {
             TurnInput {
                 id: TurnId(format!("m{n}")),
                 session: None,
-                vector: v,
+                vector: Some(v),
                 tokens: 10,
             }
         };
@@ -295,9 +287,26 @@ mod tests {
                 },
             );
         }
-        let p_short = seg.features(&short, &mild(0)).probability;
-        let p_long = seg.features(&long, &mild(1)).probability;
+        let p_short = seg.features(&short, &mild(0)).unwrap().probability;
+        let p_long = seg.features(&long, &mild(1)).unwrap().probability;
         assert!(p_long > p_short, "{p_long} <= {p_short}");
+    }
+
+    #[test]
+    fn turns_without_vectors_join_without_a_boundary_decision() {
+        let seg = Segmenter::default();
+        let mut open = OpenSegment::default();
+        seg.push(&mut open, input(0, 0, 10, "s"));
+        let unembedded = TurnInput {
+            vector: None,
+            ..input(1, 3, 10, "s")
+        };
+        assert!(seg.features(&open, &unembedded).is_none());
+        assert!(seg.push(&mut open, unembedded).is_empty());
+        // The next embedded turn is compared with the embedded members only.
+        let closed = seg.push(&mut open, input(2, 1, 10, "s"));
+        assert_eq!(closed.len(), 1);
+        assert_eq!(closed[0].turns.len(), 2);
     }
 
     #[test]

@@ -159,7 +159,7 @@ fn open_segments_persist_per_conversation() {
             aril_segment::TurnInput {
                 id: t.turn.id.clone(),
                 session: None,
-                vector: vec![1.0, 0.0],
+                vector: Some(vec![1.0, 0.0]),
                 tokens: 5,
             },
         );

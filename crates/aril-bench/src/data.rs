@@ -1,0 +1,215 @@
+//! What a strategy may see: a question and its haystack. Built from the benchmark files through
+//! `aril-datasets`' gold-free readers (LoCoMo, LongMemEval) or this module's own (HotpotQA).
+
+use std::path::Path;
+
+use aril_core::Role;
+use aril_engine::datasets::{locomo, longmemeval};
+use serde::Deserialize;
+
+use crate::BenchError;
+
+/// One turn (or paragraph) of a haystack.
+#[derive(Debug, Clone)]
+pub struct HTurn {
+    /// The source's id: LoCoMo `D1:3`, LongMemEval `session:index`, HotpotQA paragraph id.
+    pub id: String,
+    pub role: Role,
+    pub speaker: Option<String>,
+    pub text: String,
+}
+
+/// A session of a haystack.
+#[derive(Debug, Clone)]
+pub struct HSession {
+    pub id: String,
+    /// The date as the source writes it.
+    pub date: Option<String>,
+    pub turns: Vec<HTurn>,
+}
+
+/// A question with everything a strategy may use.
+#[derive(Debug, Clone)]
+pub struct Case {
+    pub id: String,
+    pub question: String,
+    pub question_date: Option<String>,
+    /// Cases with the same key share a haystack (LoCoMo: one conversation, many questions), so a
+    /// strategy may index it once.
+    pub haystack_key: String,
+    pub sessions: std::sync::Arc<Vec<HSession>>,
+}
+
+/// LongMemEval: one case per question, its own haystack.
+pub fn longmemeval(path: &Path) -> Result<Vec<Case>, BenchError> {
+    let questions = longmemeval::read(path).map_err(|e| BenchError::data(path, e.to_string()))?;
+    let raw_dates = raw_longmemeval_dates(path)?;
+    Ok(questions
+        .into_iter()
+        .map(|q| {
+            let dates = raw_dates.get(&q.question_id).cloned().unwrap_or_default();
+            let mut sessions: Vec<HSession> = q
+                .session_ids
+                .iter()
+                .enumerate()
+                .map(|(i, id)| HSession {
+                    id: id.clone(),
+                    date: dates.get(i).cloned(),
+                    turns: Vec::new(),
+                })
+                .collect();
+            for t in q.haystack.turns {
+                let session = t.session.clone().unwrap_or_default();
+                if let Some(s) = sessions.iter_mut().find(|s| s.id == session) {
+                    s.turns.push(HTurn {
+                        id: t.source_id.clone().unwrap_or_default(),
+                        role: t.role,
+                        speaker: None,
+                        text: t.text,
+                    });
+                }
+            }
+            Case {
+                haystack_key: q.question_id.clone(),
+                id: q.question_id,
+                question: q.question,
+                question_date: q.question_date.map(|d| d.to_rfc3339()),
+                sessions: std::sync::Arc::new(sessions),
+            }
+        })
+        .collect())
+}
+
+/// The haystack dates exactly as written (the SECI digest prints them verbatim).
+fn raw_longmemeval_dates(
+    path: &Path,
+) -> Result<std::collections::HashMap<String, Vec<String>>, BenchError> {
+    #[derive(Deserialize)]
+    struct Dates {
+        question_id: String,
+        haystack_dates: Vec<String>,
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| BenchError::Io {
+        what: format!("reading {}", path.display()),
+        source: e,
+    })?;
+    let v: Vec<Dates> =
+        serde_json::from_str(&text).map_err(|e| BenchError::data(path, e.to_string()))?;
+    Ok(v.into_iter()
+        .map(|d| (d.question_id, d.haystack_dates))
+        .collect())
+}
+
+/// LoCoMo: one case per question; the questions of a conversation share its haystack. Question
+/// texts are read here, never answers or evidence.
+pub fn locomo(path: &Path) -> Result<Vec<Case>, BenchError> {
+    #[derive(Deserialize)]
+    struct Sample {
+        sample_id: String,
+        qa: Vec<QuestionOnly>,
+    }
+    #[derive(Deserialize)]
+    struct QuestionOnly {
+        question: String,
+    }
+    let conversations =
+        locomo::read(path, &[]).map_err(|e| BenchError::data(path, e.to_string()))?;
+    let text = std::fs::read_to_string(path).map_err(|e| BenchError::Io {
+        what: format!("reading {}", path.display()),
+        source: e,
+    })?;
+    let samples: Vec<Sample> =
+        serde_json::from_str(&text).map_err(|e| BenchError::data(path, e.to_string()))?;
+    let mut cases = Vec::new();
+    for (conv, sample) in conversations.into_iter().zip(samples) {
+        if conv.id != sample.sample_id {
+            return Err(BenchError::data(
+                path,
+                format!(
+                    "conversation order changed while reading ({} vs {})",
+                    conv.id, sample.sample_id
+                ),
+            ));
+        }
+        let mut sessions: Vec<HSession> = Vec::new();
+        for t in conv.turns {
+            let sid = t.session.clone().unwrap_or_default();
+            if sessions.last().is_none_or(|s| s.id != sid) {
+                sessions.push(HSession {
+                    id: sid,
+                    date: t.event_time.map(|d| d.to_rfc3339()),
+                    turns: Vec::new(),
+                });
+            }
+            if let Some(s) = sessions.last_mut() {
+                s.turns.push(HTurn {
+                    id: t.source_id.clone().unwrap_or_default(),
+                    role: t.role,
+                    speaker: t.speaker.clone(),
+                    text: t.text,
+                });
+            }
+        }
+        let sessions = std::sync::Arc::new(sessions);
+        for (i, q) in sample.qa.into_iter().enumerate() {
+            cases.push(Case {
+                id: format!("{}#{}", conv.id, i),
+                question: q.question,
+                question_date: None,
+                haystack_key: conv.id.clone(),
+                sessions: sessions.clone(),
+            });
+        }
+    }
+    Ok(cases)
+}
+
+/// HotpotQA (distractor setting, one JSON object per line): each paragraph is a one-turn session.
+pub fn hotpotqa(path: &Path) -> Result<Vec<Case>, BenchError> {
+    #[derive(Deserialize)]
+    struct Line {
+        question_id: String,
+        question_text: String,
+        contexts: Vec<Paragraph>,
+    }
+    #[derive(Deserialize)]
+    struct Paragraph {
+        id: String,
+        title: String,
+        paragraph_text: String,
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| BenchError::Io {
+        what: format!("reading {}", path.display()),
+        source: e,
+    })?;
+    let mut cases = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let l: Line = serde_json::from_str(line)
+            .map_err(|e| BenchError::data(path, format!("line {}: {e}", n + 1)))?;
+        let sessions = l
+            .contexts
+            .into_iter()
+            .map(|p| HSession {
+                id: p.id.clone(),
+                date: None,
+                turns: vec![HTurn {
+                    id: p.id,
+                    role: Role::User,
+                    speaker: None,
+                    text: format!("{}: {}", p.title, p.paragraph_text),
+                }],
+            })
+            .collect();
+        cases.push(Case {
+            haystack_key: l.question_id.clone(),
+            id: l.question_id,
+            question: l.question_text,
+            question_date: None,
+            sessions: std::sync::Arc::new(sessions),
+        });
+    }
+    Ok(cases)
+}

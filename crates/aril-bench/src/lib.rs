@@ -1,0 +1,59 @@
+//! `aril bench`: measures retrieval on LongMemEval, LoCoMo and HotpotQA with every strategy of the
+//! seeds side by side, on the same data, with the published metric definitions.
+//!
+//! The split that keeps the numbers honest:
+//! - [`data`] turns a benchmark file into [`data::Case`]s: a question and its haystack, nothing
+//!   else. Strategies only ever see a `Case`.
+//! - [`gold`] reads the labels (answer sessions, `has_answer`, evidence, question types, supporting
+//!   paragraphs). Only [`score`] uses them, after the strategy has ranked.
+//!
+//! Cost: each strategy embeds its units once per text (embedding cache under
+//! `~/.cache/aril/bench/`), so a warm re-run only searches.
+
+pub mod data;
+pub mod gold;
+pub mod metrics;
+mod report;
+mod run;
+pub mod score;
+pub mod strategy;
+
+pub use report::{BenchReport, Cost};
+pub use run::{BenchOptions, Benchmark, run};
+
+/// Errors of a benchmark run.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    #[error("{path}: {message}")]
+    Data { path: String, message: String },
+    #[error("unknown strategy {0:?}: use one of {1}")]
+    UnknownStrategy(String, String),
+    #[error("strategy {strategy} does not run on {benchmark}: {why}")]
+    Unsupported {
+        strategy: String,
+        benchmark: String,
+        why: String,
+    },
+    #[error(transparent)]
+    Embed(#[from] aril_embed::EmbedError),
+    #[error(transparent)]
+    Store(#[from] aril_store::StoreError),
+    #[error(transparent)]
+    Index(#[from] aril_index::IndexError),
+    #[error(transparent)]
+    Engine(#[from] aril_engine::EngineError),
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        source: std::io::Error,
+    },
+}
+
+impl BenchError {
+    pub(crate) fn data(path: &std::path::Path, message: impl Into<String>) -> Self {
+        BenchError::Data {
+            path: path.display().to_string(),
+            message: message.into(),
+        }
+    }
+}

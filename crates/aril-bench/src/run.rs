@@ -1,0 +1,146 @@
+//! One bench run: load the cases, let the strategy index each haystack and rank each question,
+//! then (and only then) read the gold and score.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use aril_core::tokens;
+use aril_embed::Embedder;
+
+use crate::report::{BenchReport, Cost};
+use crate::strategy::{self, Embeddings, Unit};
+use crate::{BenchError, data, gold, score};
+
+/// The benchmarks `aril bench` knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Benchmark {
+    LongMemEval,
+    Locomo,
+    HotpotQa,
+}
+
+impl Benchmark {
+    pub fn name(self) -> &'static str {
+        match self {
+            Benchmark::LongMemEval => "longmemeval",
+            Benchmark::Locomo => "locomo",
+            Benchmark::HotpotQa => "hotpotqa",
+        }
+    }
+}
+
+/// What to run.
+pub struct BenchOptions {
+    pub benchmark: Benchmark,
+    pub data: PathBuf,
+    pub strategy: String,
+    /// Only the first N questions.
+    pub limit: Option<usize>,
+    /// Embedding cache and the `aril` strategy's data directories.
+    pub cache_dir: PathBuf,
+    pub model: Arc<dyn Embedder>,
+}
+
+/// Units each strategy returns per question: enough for 4k-token budgets and 10 distinct sessions.
+const DEPTH: usize = 100;
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[i]
+}
+
+/// Runs one strategy on one benchmark file. `progress(done, total)` is called after each question;
+/// `cancel` stops between questions (the report then covers the questions done).
+pub fn run(
+    options: &BenchOptions,
+    progress: &mut dyn FnMut(usize, usize),
+    cancel: &AtomicBool,
+) -> Result<BenchReport, BenchError> {
+    let mut cases = match options.benchmark {
+        Benchmark::LongMemEval => data::longmemeval(&options.data)?,
+        Benchmark::Locomo => data::locomo(&options.data)?,
+        Benchmark::HotpotQa => data::hotpotqa(&options.data)?,
+    };
+    if let Some(n) = options.limit {
+        cases.truncate(n);
+    }
+    let file_bytes = std::fs::read(&options.data).map_err(|e| BenchError::Io {
+        what: format!("reading {}", options.data.display()),
+        source: e,
+    })?;
+    let data_hash = &aril_core::content_hash(&[&String::from_utf8_lossy(&file_bytes)])[..16];
+    drop(file_bytes);
+    let embeddings = Embeddings::open(
+        options.model.clone(),
+        &options.cache_dir.join("embeddings.sqlite"),
+    )?;
+    let aril_dir = options
+        .cache_dir
+        .join(format!("aril-{}-{data_hash}", options.benchmark.name()));
+    let mut strategy = strategy::by_name(&options.strategy, embeddings, &aril_dir)?;
+
+    let mut rankings: Vec<Vec<Unit>> = Vec::with_capacity(cases.len());
+    let mut ingest_s = 0.0;
+    let mut latencies = Vec::with_capacity(cases.len());
+    let mut context_tokens = 0usize;
+    let mut indexed: Option<String> = None;
+    let total = cases.len();
+    for (done, case) in cases.iter().enumerate() {
+        if cancel.load(Ordering::SeqCst) {
+            break;
+        }
+        if indexed.as_deref() != Some(case.haystack_key.as_str()) {
+            let t = Instant::now();
+            strategy.index(case)?;
+            ingest_s += t.elapsed().as_secs_f64();
+            indexed = Some(case.haystack_key.clone());
+        }
+        let t = Instant::now();
+        let units = strategy.rank(case, DEPTH)?;
+        latencies.push(t.elapsed().as_secs_f64() * 1000.0);
+        context_tokens += units
+            .iter()
+            .take(10)
+            .map(|u| tokens::count(&u.text))
+            .sum::<usize>();
+        rankings.push(units);
+        progress(done + 1, total);
+    }
+    let cases = &cases[..rankings.len()];
+    // Gold is read only now, after every ranking is fixed.
+    let scores = match options.benchmark {
+        Benchmark::LongMemEval => {
+            score::longmemeval(cases, &rankings, &gold::longmemeval(&options.data)?)
+        }
+        Benchmark::Locomo => score::locomo(cases, &rankings, &gold::locomo(&options.data)?),
+        Benchmark::HotpotQa => score::hotpotqa(cases, &rankings, &gold::hotpotqa(&options.data)?),
+    };
+    latencies.sort_by(|a, b| a.total_cmp(b));
+    Ok(BenchReport {
+        benchmark: options.benchmark.name().to_string(),
+        data: options
+            .data
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        strategy: options.strategy.clone(),
+        embedder: options.model.name().to_string(),
+        n_questions: rankings.len(),
+        metrics: scores.metrics,
+        by_group: scores.by_group,
+        notes: scores.notes,
+        cost: Cost {
+            embedded_texts: strategy.embedded_texts(),
+            context_tokens_per_query: context_tokens as f64 / rankings.len().max(1) as f64,
+            ingest_s,
+            query_ms_p50: percentile(&latencies, 0.5),
+            query_ms_p99: percentile(&latencies, 0.99),
+            ..Cost::default()
+        },
+    })
+}

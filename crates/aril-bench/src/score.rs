@@ -1,0 +1,255 @@
+//! Scoring: the only place gold labels meet rankings. Each benchmark's metric groups, averaged over
+//! the questions each definition admits, overall and per question type / category.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use aril_core::tokens;
+use serde_json::{Value, json};
+
+use crate::data::Case;
+use crate::gold::Gold;
+use crate::metrics::*;
+use crate::strategy::Unit;
+
+/// Averages of named metrics over the questions fed to it.
+#[derive(Debug, Default, Clone)]
+struct Mean {
+    sums: BTreeMap<String, f64>,
+    n: usize,
+}
+
+impl Mean {
+    fn add(&mut self, values: &[(String, f64)]) {
+        self.n += 1;
+        for (k, v) in values {
+            *self.sums.entry(k.clone()).or_default() += v;
+        }
+    }
+
+    fn json(&self) -> Value {
+        let mut m = serde_json::Map::new();
+        for (k, v) in &self.sums {
+            m.insert(k.clone(), json!(v / self.n.max(1) as f64));
+        }
+        m.insert("n".into(), json!(self.n));
+        Value::Object(m)
+    }
+}
+
+/// A benchmark's scores: headline groups, groups per question type, and remarks.
+pub struct Scores {
+    pub metrics: Value,
+    pub by_group: Value,
+    pub notes: Value,
+}
+
+/// Sessions in the order their best unit ranks, duplicates (`__dupN`) matched to gold without
+/// their suffix.
+pub fn session_ranking(units: &[Unit]) -> Vec<String> {
+    let mut seen = HashSet::new();
+    units
+        .iter()
+        .map(|u| match u.session.find("__dup") {
+            Some(i) => u.session[..i].to_string(),
+            None => u.session.clone(),
+        })
+        .filter(|s| seen.insert(s.clone()))
+        .collect()
+}
+
+fn groups_json(groups: &BTreeMap<String, BTreeMap<&'static str, Mean>>) -> Value {
+    let mut out = serde_json::Map::new();
+    for (name, g) in groups {
+        let mut m = serde_json::Map::new();
+        for (group, mean) in g {
+            m.insert(group.to_string(), mean.json());
+        }
+        out.insert(name.clone(), Value::Object(m));
+    }
+    Value::Object(out)
+}
+
+/// LongMemEval, session level: `official`, `rankfor` and `mempalace` groups (see docs/benchmarks.md).
+pub fn longmemeval(cases: &[Case], rankings: &[Vec<Unit>], gold: &HashMap<String, Gold>) -> Scores {
+    let mut all: BTreeMap<&'static str, Mean> = BTreeMap::new();
+    let mut by_type: BTreeMap<String, BTreeMap<&'static str, Mean>> = BTreeMap::new();
+    let mut missing_gold = 0;
+    for (case, units) in cases.iter().zip(rankings) {
+        let Some(g) = gold.get(&case.id) else {
+            missing_gold += 1;
+            continue;
+        };
+        let ranked = session_ranking(units);
+        let mut add = |group: &'static str, values: Vec<(String, f64)>| {
+            all.entry(group).or_default().add(&values);
+            by_type
+                .entry(g.group.clone())
+                .or_default()
+                .entry(group)
+                .or_default()
+                .add(&values);
+        };
+        if !g.abstention && !g.official_sessions.is_empty() {
+            let mut v = Vec::new();
+            for k in [5, 10] {
+                let (any, all_) = official_recall(&ranked, &g.official_sessions, k);
+                v.push((format!("recall_any@{k}"), any));
+                v.push((format!("recall_all@{k}"), all_));
+                v.push((
+                    format!("ndcg_any@{k}"),
+                    official_ndcg(&ranked, &g.official_sessions, k),
+                ));
+            }
+            add("official", v);
+        }
+        if !g.abstention {
+            let top10: Vec<String> = ranked.iter().take(10).cloned().collect();
+            let mut v = Vec::new();
+            for k in [5, 10] {
+                v.push((
+                    format!("recall@{k}"),
+                    fractional_recall(&top10, &g.answer_sessions, k),
+                ));
+                v.push((
+                    format!("ndcg@{k}"),
+                    rankfor_ndcg(&top10, &g.answer_sessions, k),
+                ));
+            }
+            add("rankfor", v);
+        }
+        let mut v = Vec::new();
+        for k in [5, 10] {
+            v.push((
+                format!("recall_any@{k}"),
+                recall_any(&ranked, &g.answer_sessions, k),
+            ));
+            v.push((
+                format!("ndcg@{k}"),
+                mempalace_ndcg(&ranked, &g.answer_sessions, k),
+            ));
+        }
+        add("mempalace", v);
+    }
+    let mut metrics = serde_json::Map::new();
+    for (group, mean) in &all {
+        metrics.insert(group.to_string(), mean.json());
+    }
+    Scores {
+        metrics: Value::Object(metrics),
+        by_group: groups_json(&by_type),
+        notes: json!({
+            "mempalace_ndcg": "optimistic: ideal DCG over the retrieved top k, as MemPalace computes it",
+            "questions_without_gold": missing_gold,
+        }),
+    }
+}
+
+/// LoCoMo: evidence recall at k units and at token budgets, session recall, per category.
+pub fn locomo(cases: &[Case], rankings: &[Vec<Unit>], gold: &HashMap<String, Gold>) -> Scores {
+    let mut headline: BTreeMap<&'static str, Mean> = BTreeMap::new();
+    let mut by_cat: BTreeMap<String, BTreeMap<&'static str, Mean>> = BTreeMap::new();
+    let (mut unresolvable, mut no_evidence) = (0usize, 0usize);
+    for (case, units) in cases.iter().zip(rankings) {
+        let Some(g) = gold.get(&case.id) else {
+            continue;
+        };
+        unresolvable += g.unresolvable;
+        if g.evidence.is_empty() {
+            no_evidence += 1;
+            continue;
+        }
+        let evidence: HashSet<&String> = g.evidence.iter().collect();
+        let recall_of = |covered: &HashSet<&String>| {
+            evidence.iter().filter(|e| covered.contains(**e)).count() as f64 / evidence.len() as f64
+        };
+        let mut v = Vec::new();
+        for k in [5, 10, 20] {
+            let covered: HashSet<&String> = units.iter().take(k).flat_map(|u| &u.turns).collect();
+            v.push((format!("recall@{k}"), recall_of(&covered)));
+        }
+        for (label, budget) in [("1k", 1000), ("2k", 2000), ("4k", 4000)] {
+            let mut used = 0;
+            let mut covered: HashSet<&String> = HashSet::new();
+            for u in units {
+                used += tokens::count(&u.text);
+                if used > budget {
+                    break;
+                }
+                covered.extend(&u.turns);
+            }
+            v.push((format!("recall@{label}_tokens"), recall_of(&covered)));
+        }
+        let gold_sessions: Vec<String> = g
+            .evidence
+            .iter()
+            .filter_map(|e| {
+                e.strip_prefix('D')?
+                    .split(':')
+                    .next()
+                    .map(|s| format!("session_{s}"))
+            })
+            .collect::<HashSet<_>>()
+            .into_iter()
+            .collect();
+        let sessions = session_ranking(units);
+        let s = vec![
+            (
+                "recall@5".to_string(),
+                fractional_recall(&sessions, &gold_sessions, 5),
+            ),
+            (
+                "recall@10".to_string(),
+                fractional_recall(&sessions, &gold_sessions, 10),
+            ),
+        ];
+        let cat = by_cat
+            .entry(format!("{} {}", g.category, g.group))
+            .or_default();
+        cat.entry("evidence").or_default().add(&v);
+        cat.entry("session").or_default().add(&s);
+        if (1..=4).contains(&g.category) {
+            headline.entry("evidence").or_default().add(&v);
+            headline.entry("session").or_default().add(&s);
+        }
+    }
+    let mut metrics = serde_json::Map::new();
+    for (group, mean) in &headline {
+        metrics.insert(group.to_string(), mean.json());
+    }
+    Scores {
+        metrics: Value::Object(metrics),
+        by_group: groups_json(&by_cat),
+        notes: json!({
+            "headline": "categories 1-4; category 5 (adversarial) only under by_category",
+            "unresolvable_evidence_ids": unresolvable,
+            "questions_without_evidence": no_evidence,
+            "budget": "units in rank order, o200k tokens, cut before the first unit that overflows",
+        }),
+    }
+}
+
+/// HotpotQA: supporting-paragraph recall at k.
+pub fn hotpotqa(cases: &[Case], rankings: &[Vec<Unit>], gold: &HashMap<String, Gold>) -> Scores {
+    let mut mean = Mean::default();
+    for (case, units) in cases.iter().zip(rankings) {
+        let Some(g) = gold.get(&case.id) else {
+            continue;
+        };
+        let ranked = session_ranking(units);
+        let v: Vec<(String, f64)> = [2, 5, 10]
+            .iter()
+            .map(|&k| {
+                (
+                    format!("recall@{k}"),
+                    fractional_recall(&ranked, &g.answer_sessions, k),
+                )
+            })
+            .collect();
+        mean.add(&v);
+    }
+    Scores {
+        metrics: json!({ "supporting": mean.json() }),
+        by_group: json!({}),
+        notes: json!({}),
+    }
+}

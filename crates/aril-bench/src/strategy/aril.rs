@@ -1,0 +1,102 @@
+//! The `aril` strategy: the engine itself (verbatim turns, LLM-free segments, hybrid recall with
+//! RRF), ingesting each haystack into its own scope of a data directory kept in the bench cache,
+//! so a re-run ingests nothing.
+
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+
+use aril_core::{NewTurn, Scope, ScopeFilter};
+use aril_engine::datasets::parse_longmemeval_time;
+use aril_engine::{Config, Engine, IngestOptions, SearchRequest};
+use chrono::{DateTime, Utc};
+
+use super::{Embeddings, Strategy, Unit};
+use crate::BenchError;
+use crate::data::Case;
+
+pub struct Aril {
+    engine: Engine,
+    embedded_before: usize,
+}
+
+impl Aril {
+    pub fn open(dir: &Path, embeddings: Embeddings) -> Result<Self, BenchError> {
+        let engine = Engine::open_with_embedder(dir, Config::default(), embeddings.model())?;
+        let embedded_before = engine.stats()?.store.embeddings as usize;
+        Ok(Self {
+            engine,
+            embedded_before,
+        })
+    }
+}
+
+fn parse_date(s: &str) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(s)
+        .map(|d| d.with_timezone(&Utc))
+        .ok()
+        .or_else(|| parse_longmemeval_time(s).ok())
+}
+
+impl Strategy for Aril {
+    fn name(&self) -> &'static str {
+        "aril"
+    }
+
+    fn index(&mut self, case: &Case) -> Result<(), BenchError> {
+        let scope = Scope::user(case.haystack_key.clone())
+            .map_err(|e| BenchError::data(Path::new(&case.haystack_key), e.0))?;
+        let turns: Vec<NewTurn> = case
+            .sessions
+            .iter()
+            .flat_map(|s| {
+                let when = s.date.as_deref().and_then(parse_date);
+                let scope = scope.clone();
+                s.turns
+                    .iter()
+                    .filter(|t| !t.text.trim().is_empty())
+                    .map(move |t| NewTurn {
+                        scope: scope.clone(),
+                        conversation: case.haystack_key.clone(),
+                        session: Some(s.id.clone()),
+                        role: t.role,
+                        speaker: t.speaker.clone(),
+                        text: t.text.clone(),
+                        event_time: when,
+                        source_id: Some(t.id.clone()),
+                    })
+            })
+            .collect();
+        self.engine.ingest(
+            turns,
+            &IngestOptions { flush: true },
+            &mut |_| {},
+            &AtomicBool::new(false),
+        )?;
+        Ok(())
+    }
+
+    fn rank(&mut self, case: &Case, k: usize) -> Result<Vec<Unit>, BenchError> {
+        let response = self.engine.search(&SearchRequest {
+            filter: ScopeFilter::user(case.haystack_key.clone()),
+            query: case.question.clone(),
+            k: Some(k),
+            budget: None,
+        })?;
+        Ok(response
+            .results
+            .into_iter()
+            .map(|h| Unit {
+                session: h.source.session.unwrap_or_default(),
+                turns: h.source.turns,
+                text: h.text,
+            })
+            .collect())
+    }
+
+    fn embedded_texts(&self) -> usize {
+        self.engine
+            .stats()
+            .map(|s| (s.store.embeddings as usize).saturating_sub(self.embedded_before))
+            .unwrap_or(0)
+    }
+}

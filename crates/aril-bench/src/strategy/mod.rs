@@ -1,0 +1,80 @@
+//! The strategies `aril bench` compares, each real code selectable by name. A strategy sees a
+//! [`Case`] (question + haystack) and returns ranked [`Unit`]s; it never sees gold.
+
+mod aril;
+mod embeddings;
+mod raw_session;
+mod seci;
+mod verbatim_chunks;
+
+use crate::BenchError;
+use crate::data::Case;
+
+pub use aril::Aril;
+pub use embeddings::Embeddings;
+pub use raw_session::RawSession;
+pub use seci::{SeciExtract, SeciHybrid};
+pub use verbatim_chunks::VerbatimChunks;
+
+/// One retrieved unit: the session it belongs to, the turns it contains or links to, its text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Unit {
+    pub session: String,
+    pub turns: Vec<String>,
+    pub text: String,
+}
+
+/// A retrieval strategy.
+pub trait Strategy {
+    fn name(&self) -> &'static str;
+    /// Prepares a haystack; called once per distinct `haystack_key`, before its questions.
+    fn index(&mut self, case: &Case) -> Result<(), BenchError>;
+    /// The best units for the case's question, best first (at most `k` for strategies that rank
+    /// sessions; unit strategies return up to `k` units).
+    fn rank(&mut self, case: &Case, k: usize) -> Result<Vec<Unit>, BenchError>;
+    /// Texts this strategy sent through the model (cache misses).
+    fn embedded_texts(&self) -> usize;
+}
+
+/// Every strategy name, for `--strategy` and error messages.
+pub const NAMES: &[&str] = &[
+    "raw-session-all",
+    "raw-session-user",
+    "seci-extract",
+    "seci-hybrid",
+    "verbatim-chunks",
+    "aril",
+];
+
+/// Builds a strategy by name.
+pub fn by_name(
+    name: &str,
+    embeddings: Embeddings,
+    aril_dir: &std::path::Path,
+) -> Result<Box<dyn Strategy>, BenchError> {
+    Ok(match name {
+        "raw-session-all" => Box::new(RawSession::all(embeddings)),
+        "raw-session-user" => Box::new(RawSession::user(embeddings)),
+        "seci-extract" => Box::new(SeciExtract::new(embeddings)),
+        "seci-hybrid" => Box::new(SeciHybrid::new(embeddings)),
+        "verbatim-chunks" => Box::new(VerbatimChunks::new(embeddings)?),
+        "aril" => Box::new(Aril::open(aril_dir, embeddings)?),
+        other => {
+            return Err(BenchError::UnknownStrategy(
+                other.to_string(),
+                NAMES.join(", "),
+            ));
+        }
+    })
+}
+
+/// Sessions ranked by cosine to the query, each session scored by its document's vector.
+pub(crate) fn rank_by_cosine(query: &[f32], docs: &[(String, Vec<f32>)]) -> Vec<(String, f32)> {
+    let mut scored: Vec<(String, f32)> = docs
+        .iter()
+        .map(|(id, v)| (id.clone(), aril_embed::dot(query, v)))
+        .collect();
+    // Stable: equal scores keep haystack order.
+    scored.sort_by(|a, b| b.1.total_cmp(&a.1));
+    scored
+}

@@ -1,0 +1,61 @@
+//! `aril bench`: runs one strategy on one benchmark file and prints the table (and JSON).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+use aril_bench::{BenchOptions, Benchmark};
+use aril_engine::embed::{Embedder, MiniLm, default_model_dir};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::args::{BenchCmd, BenchName, Cli};
+use crate::progress;
+
+fn default_cache_dir() -> PathBuf {
+    std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_default()
+        .join(".cache/aril/bench")
+}
+
+pub fn run(cli: &Cli, cmd: &BenchCmd) -> anyhow::Result<()> {
+    let model_dir = cli.model_dir.clone().unwrap_or_else(default_model_dir);
+    let model: Arc<dyn Embedder> = Arc::new(MiniLm::load(&model_dir)?);
+    let benchmark = match cmd.benchmark {
+        BenchName::Longmemeval => Benchmark::LongMemEval,
+        BenchName::Locomo => Benchmark::Locomo,
+        BenchName::Hotpotqa => Benchmark::HotpotQa,
+    };
+    let options = BenchOptions {
+        benchmark,
+        data: cmd.data.clone(),
+        strategy: cmd.strategy.clone(),
+        limit: cmd.limit,
+        cache_dir: cmd.cache_dir.clone().unwrap_or_else(default_cache_dir),
+        model,
+    };
+    let cancel = progress::cancel_on_ctrl_c();
+    let bar = ProgressBar::new(0);
+    bar.set_style(
+        ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} questions  eta {eta}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    bar.set_prefix(format!("{} {}", benchmark.name(), cmd.strategy));
+    let report = aril_bench::run(
+        &options,
+        &mut |done, total| {
+            bar.set_length(total as u64);
+            bar.set_position(done as u64);
+        },
+        &cancel,
+    )?;
+    bar.finish_and_clear();
+    print!("{}", report.table());
+    if let Some(path) = &cmd.json {
+        let text = serde_json::to_string_pretty(&report)?;
+        std::fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))?;
+        println!("wrote {}", path.display());
+    }
+    Ok(())
+}
