@@ -18,7 +18,7 @@ mod run;
 pub mod score;
 pub mod strategy;
 
-pub use report::{BenchReport, Cost};
+pub use report::{BenchReport, Cost, QuestionRanking};
 pub use run::{BenchOptions, Benchmark, run};
 
 /// Errors of a benchmark run.

@@ -33,6 +33,16 @@ pub struct BenchReport {
     pub by_group: Value,
     pub notes: Value,
     pub cost: Cost,
+    /// Each question's top 10 sessions, for question-by-question comparison (`--rankings`).
+    #[serde(skip)]
+    pub rankings: Vec<QuestionRanking>,
+}
+
+/// One question's retrieved sessions, best first.
+#[derive(Debug, Clone, Serialize)]
+pub struct QuestionRanking {
+    pub question_id: String,
+    pub retrieved_ids: Vec<String>,
 }
 
 impl BenchReport {

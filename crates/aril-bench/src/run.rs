@@ -9,7 +9,7 @@ use std::time::Instant;
 use aril_core::tokens;
 use aril_embed::Embedder;
 
-use crate::report::{BenchReport, Cost};
+use crate::report::{BenchReport, Cost, QuestionRanking};
 use crate::strategy::{self, Embeddings, Unit};
 use crate::{BenchError, data, gold, score};
 
@@ -121,6 +121,14 @@ pub fn run(
         Benchmark::HotpotQa => score::hotpotqa(cases, &rankings, &gold::hotpotqa(&options.data)?),
     };
     latencies.sort_by(|a, b| a.total_cmp(b));
+    let per_question = cases
+        .iter()
+        .zip(&rankings)
+        .map(|(c, units)| QuestionRanking {
+            question_id: c.id.clone(),
+            retrieved_ids: score::session_ranking(units).into_iter().take(10).collect(),
+        })
+        .collect();
     Ok(BenchReport {
         benchmark: options.benchmark.name().to_string(),
         data: options
@@ -142,5 +150,6 @@ pub fn run(
             query_ms_p99: percentile(&latencies, 0.99),
             ..Cost::default()
         },
+        rankings: per_question,
     })
 }

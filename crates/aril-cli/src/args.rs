@@ -76,6 +76,9 @@ pub struct BenchCmd {
     /// Write the report as JSON here too.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Write each question's top 10 sessions here (JSON lines), to compare question by question.
+    #[arg(long)]
+    pub rankings: Option<PathBuf>,
     /// Embedding cache and bench data directories (default ~/.cache/aril/bench).
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,

@@ -57,5 +57,14 @@ pub fn run(cli: &Cli, cmd: &BenchCmd) -> anyhow::Result<()> {
         std::fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))?;
         println!("wrote {}", path.display());
     }
+    if let Some(path) = &cmd.rankings {
+        let mut text = String::new();
+        for r in &report.rankings {
+            text.push_str(&serde_json::to_string(r)?);
+            text.push('\n');
+        }
+        std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+        println!("wrote {}", path.display());
+    }
     Ok(())
 }
