@@ -89,10 +89,7 @@ fn raw_longmemeval_dates(
         question_id: String,
         haystack_dates: Vec<String>,
     }
-    let text = std::fs::read_to_string(path).map_err(|e| BenchError::Io {
-        what: format!("reading {}", path.display()),
-        source: e,
-    })?;
+    let text = crate::read_text(path)?;
     let v: Vec<Dates> =
         serde_json::from_str(&text).map_err(|e| BenchError::data(path, e.to_string()))?;
     Ok(v.into_iter()
@@ -114,10 +111,7 @@ pub fn locomo(path: &Path) -> Result<Vec<Case>, BenchError> {
     }
     let conversations =
         locomo::read(path, &[]).map_err(|e| BenchError::data(path, e.to_string()))?;
-    let text = std::fs::read_to_string(path).map_err(|e| BenchError::Io {
-        what: format!("reading {}", path.display()),
-        source: e,
-    })?;
+    let text = crate::read_text(path)?;
     let samples: Vec<Sample> =
         serde_json::from_str(&text).map_err(|e| BenchError::data(path, e.to_string()))?;
     let mut cases = Vec::new();
@@ -178,10 +172,7 @@ pub fn hotpotqa(path: &Path) -> Result<Vec<Case>, BenchError> {
         title: String,
         paragraph_text: String,
     }
-    let text = std::fs::read_to_string(path).map_err(|e| BenchError::Io {
-        what: format!("reading {}", path.display()),
-        source: e,
-    })?;
+    let text = crate::read_text(path)?;
     let mut cases = Vec::new();
     for (n, line) in text.lines().enumerate() {
         if line.trim().is_empty() {

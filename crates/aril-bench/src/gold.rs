@@ -28,10 +28,7 @@ pub struct Gold {
 }
 
 fn read<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, BenchError> {
-    let text = std::fs::read_to_string(path).map_err(|e| BenchError::Io {
-        what: format!("reading {}", path.display()),
-        source: e,
-    })?;
+    let text = crate::read_text(path)?;
     serde_json::from_str(&text).map_err(|e| BenchError::data(path, e.to_string()))
 }
 
@@ -174,10 +171,7 @@ pub fn hotpotqa(path: &Path) -> Result<HashMap<String, Gold>, BenchError> {
         id: String,
         is_supporting: bool,
     }
-    let text = std::fs::read_to_string(path).map_err(|e| BenchError::Io {
-        what: format!("reading {}", path.display()),
-        source: e,
-    })?;
+    let text = crate::read_text(path)?;
     let mut out = HashMap::new();
     for (n, line) in text
         .lines()

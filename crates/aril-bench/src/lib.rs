@@ -49,6 +49,14 @@ pub enum BenchError {
     },
 }
 
+/// Reads a whole file, naming it in the error.
+pub(crate) fn read_text(path: &std::path::Path) -> Result<String, BenchError> {
+    std::fs::read_to_string(path).map_err(|e| BenchError::Io {
+        what: format!("reading {}", path.display()),
+        source: e,
+    })
+}
+
 impl BenchError {
     pub(crate) fn data(path: &std::path::Path, message: impl Into<String>) -> Self {
         BenchError::Data {

@@ -5,31 +5,45 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use aril_bench::metrics::{fractional_recall, rankfor_ndcg};
-use aril_bench::strategy::{Embeddings, RawSession, Strategy};
+use aril_bench::strategy::{Embeddings, SessionDocs, Strategy};
 use aril_bench::{data, score};
 use aril_embed::{MiniLm, default_model_dir};
 
 fn shared(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data").join(rel)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/data")
+        .join(rel)
 }
 
 #[test]
 fn rankfor_metrics_match_the_published_per_question_values() {
     let dir = shared("longmemeval/reference");
     let mut checked = 0;
-    for file in ["seed004_raw-session-all_dev.jsonl", "seed004_seci-hybrid_dev.jsonl"] {
+    for file in [
+        "seed004_raw-session-all_dev.jsonl",
+        "seed004_seci-hybrid_dev.jsonl",
+    ] {
         let text = std::fs::read_to_string(dir.join(file)).unwrap();
         for line in text.lines() {
             let row: serde_json::Value = serde_json::from_str(line).unwrap();
             let ids = |key: &str| -> Vec<String> {
-                row[key].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect()
+                row[key]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.as_str().unwrap().to_string())
+                    .collect()
             };
             let (got, gold) = (ids("retrieved_ids"), ids("gold_ids"));
             let m = &row["metrics"]["session"];
             for k in [5, 10] {
                 let close = |a: f64, key: String| {
                     let b = m[&key].as_f64().unwrap();
-                    assert!((a - b).abs() < 1e-9, "{} {key}: {a} vs {b}", row["question_id"]);
+                    assert!(
+                        (a - b).abs() < 1e-9,
+                        "{} {key}: {a} vs {b}",
+                        row["question_id"]
+                    );
                 };
                 close(fractional_recall(&got, &gold, k), format!("recall_all@{k}"));
                 close(rankfor_ndcg(&got, &gold, k), format!("ndcg_any@{k}"));
@@ -47,7 +61,11 @@ fn small_file(dir: &std::path::Path, strip_gold: bool) -> PathBuf {
     all.truncate(2);
     for q in &mut all {
         let o = q.as_object_mut().unwrap();
-        for key in ["haystack_sessions", "haystack_session_ids", "haystack_dates"] {
+        for key in [
+            "haystack_sessions",
+            "haystack_session_ids",
+            "haystack_dates",
+        ] {
             o.get_mut(key).unwrap().as_array_mut().unwrap().truncate(4);
         }
         if strip_gold {
@@ -61,7 +79,11 @@ fn small_file(dir: &std::path::Path, strip_gold: bool) -> PathBuf {
             }
         }
     }
-    let path = dir.join(if strip_gold { "stripped.json" } else { "full.json" });
+    let path = dir.join(if strip_gold {
+        "stripped.json"
+    } else {
+        "full.json"
+    });
     std::fs::write(&path, serde_json::to_string(&all).unwrap()).unwrap();
     path
 }
@@ -74,9 +96,13 @@ fn strategies_never_see_gold() {
     assert_eq!(full.len(), stripped.len());
     let model = Arc::new(MiniLm::load(&default_model_dir()).unwrap());
     let embeddings = Embeddings::open(model, &dir.path().join("cache.sqlite")).unwrap();
-    let mut strategy = RawSession::user(embeddings);
+    let mut strategy = SessionDocs::raw_user(embeddings);
     for (a, b) in full.iter().zip(&stripped) {
-        assert_eq!(format!("{a:?}"), format!("{b:?}"), "the case changed with gold removed");
+        assert_eq!(
+            format!("{a:?}"),
+            format!("{b:?}"),
+            "the case changed with gold removed"
+        );
         strategy.index(a).unwrap();
         let ra = score::session_ranking(&strategy.rank(a, 10).unwrap());
         strategy.index(b).unwrap();

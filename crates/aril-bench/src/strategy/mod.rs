@@ -12,8 +12,8 @@ use crate::data::Case;
 
 pub use aril::Aril;
 pub use embeddings::Embeddings;
-pub use raw_session::RawSession;
-pub use seci::{SeciExtract, SeciHybrid};
+pub use raw_session::SessionDocs;
+pub use seci::{SeciHybrid, seci_extract};
 pub use verbatim_chunks::VerbatimChunks;
 
 /// One retrieved unit: the session it belongs to, the turns it contains or links to, its text.
@@ -53,9 +53,9 @@ pub fn by_name(
     aril_dir: &std::path::Path,
 ) -> Result<Box<dyn Strategy>, BenchError> {
     Ok(match name {
-        "raw-session-all" => Box::new(RawSession::all(embeddings)),
-        "raw-session-user" => Box::new(RawSession::user(embeddings)),
-        "seci-extract" => Box::new(SeciExtract::new(embeddings)),
+        "raw-session-all" => Box::new(SessionDocs::raw_all(embeddings)),
+        "raw-session-user" => Box::new(SessionDocs::raw_user(embeddings)),
+        "seci-extract" => Box::new(seci_extract(embeddings)),
         "seci-hybrid" => Box::new(SeciHybrid::new(embeddings)),
         "verbatim-chunks" => Box::new(VerbatimChunks::new(embeddings)?),
         "aril" => Box::new(Aril::open(aril_dir, embeddings)?),

@@ -1,4 +1,4 @@
-//! seed 004's raw baselines (MemPalace's method and its all-turns variant): one document per
+//! seed 004's session-document baselines (MemPalace's method and its all-turns variant): one document per
 //! session, embedded as ChromaDB does (all-MiniLM-L6-v2 truncated to 256 word pieces), ranked by
 //! cosine. They reproduce the truncation pitfall on purpose.
 //!
@@ -11,14 +11,6 @@ use aril_core::{Role, render_line};
 use super::{Embeddings, Strategy, Unit, rank_by_cosine};
 use crate::BenchError;
 use crate::data::{Case, HSession};
-
-pub struct RawSession {
-    users_only: bool,
-    embeddings: Embeddings,
-    /// The current haystack: (session id, vector), and each session's unit.
-    docs: Vec<(String, Vec<f32>)>,
-    units: Vec<Unit>,
-}
 
 /// `Role: content` lines of every turn (LoCoMo: `Speaker: text`).
 pub(crate) fn render_all(session: &HSession) -> String {
@@ -49,47 +41,68 @@ pub(crate) fn session_unit(session: &HSession, text: String) -> Unit {
     }
 }
 
-impl RawSession {
-    pub fn all(embeddings: Embeddings) -> Self {
+/// A strategy with one document per session, embedded ChromaDB-style (truncated) and ranked by
+/// cosine: `raw-session-all`, `raw-session-user` and `seci-extract` differ only in the document.
+pub struct SessionDocs {
+    name: &'static str,
+    render: fn(&HSession) -> String,
+    embeddings: Embeddings,
+    /// The current haystack: (session id, vector), and each session's unit.
+    docs: Vec<(String, Vec<f32>)>,
+    units: Vec<Unit>,
+}
+
+impl SessionDocs {
+    pub fn new(
+        name: &'static str,
+        render: fn(&HSession) -> String,
+        embeddings: Embeddings,
+    ) -> Self {
         Self {
-            users_only: false,
+            name,
+            render,
             embeddings,
             docs: Vec::new(),
             units: Vec::new(),
         }
     }
 
-    pub fn user(embeddings: Embeddings) -> Self {
-        Self {
-            users_only: true,
-            embeddings,
-            docs: Vec::new(),
-            units: Vec::new(),
-        }
+    /// `raw-session-all`.
+    pub fn raw_all(embeddings: Embeddings) -> Self {
+        Self::new("raw-session-all", render_all, embeddings)
+    }
+
+    /// `raw-session-user`.
+    pub fn raw_user(embeddings: Embeddings) -> Self {
+        Self::new("raw-session-user", render_user, embeddings)
     }
 }
 
-impl Strategy for RawSession {
+/// The units of the `k` best documents for `query`.
+pub(crate) fn top_units(
+    query: &[f32],
+    docs: &[(String, Vec<f32>)],
+    units: &[Unit],
+    k: usize,
+) -> Vec<Unit> {
+    rank_by_cosine(query, docs)
+        .into_iter()
+        .take(k)
+        .filter_map(|(id, _)| units.iter().find(|u| u.session == id).cloned())
+        .collect()
+}
+
+impl Strategy for SessionDocs {
     fn name(&self) -> &'static str {
-        if self.users_only {
-            "raw-session-user"
-        } else {
-            "raw-session-all"
-        }
+        self.name
     }
 
     fn index(&mut self, case: &Case) -> Result<(), BenchError> {
+        // Sessions whose document is empty (no user text for raw-session-user) are left out.
         self.units = case
             .sessions
             .iter()
-            .map(|s| {
-                let text = if self.users_only {
-                    render_user(s)
-                } else {
-                    render_all(s)
-                };
-                session_unit(s, text)
-            })
+            .map(|s| session_unit(s, (self.render)(s)))
             .filter(|u| !u.text.is_empty())
             .collect();
         let texts: Vec<String> = self.units.iter().map(|u| u.text.clone()).collect();
@@ -107,11 +120,7 @@ impl Strategy for RawSession {
         let q = self
             .embeddings
             .truncated(std::slice::from_ref(&case.question))?;
-        Ok(rank_by_cosine(&q[0], &self.docs)
-            .into_iter()
-            .take(k)
-            .filter_map(|(id, _)| self.units.iter().find(|u| u.session == id).cloned())
-            .collect())
+        Ok(top_units(&q[0], &self.docs, &self.units, k))
     }
 
     fn embedded_texts(&self) -> usize {

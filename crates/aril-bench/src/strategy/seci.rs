@@ -13,8 +13,13 @@ use std::collections::{HashMap, HashSet};
 
 use aril_core::Role;
 
-use super::raw_session::{render_all, session_unit};
+use super::raw_session::{SessionDocs, render_all, session_unit};
 use super::{Embeddings, Strategy, Unit, rank_by_cosine};
+
+/// `seci-extract`: the digest of each session as its document.
+pub fn seci_extract(embeddings: Embeddings) -> SessionDocs {
+    SessionDocs::new("seci-extract", digest, embeddings)
+}
 use crate::BenchError;
 use crate::data::{Case, HSession};
 
@@ -59,60 +64,6 @@ pub(crate) fn digest(session: &HSession) -> String {
         out.push_str(&format!("- Resolution: {}\n", first_chars(a, 200)));
     }
     out
-}
-
-pub struct SeciExtract {
-    embeddings: Embeddings,
-    docs: Vec<(String, Vec<f32>)>,
-    units: Vec<Unit>,
-}
-
-impl SeciExtract {
-    pub fn new(embeddings: Embeddings) -> Self {
-        Self {
-            embeddings,
-            docs: Vec::new(),
-            units: Vec::new(),
-        }
-    }
-}
-
-impl Strategy for SeciExtract {
-    fn name(&self) -> &'static str {
-        "seci-extract"
-    }
-
-    fn index(&mut self, case: &Case) -> Result<(), BenchError> {
-        self.units = case
-            .sessions
-            .iter()
-            .map(|s| session_unit(s, digest(s)))
-            .collect();
-        let texts: Vec<String> = self.units.iter().map(|u| u.text.clone()).collect();
-        let vectors = self.embeddings.truncated(&texts)?;
-        self.docs = self
-            .units
-            .iter()
-            .map(|u| u.session.clone())
-            .zip(vectors)
-            .collect();
-        Ok(())
-    }
-
-    fn rank(&mut self, case: &Case, k: usize) -> Result<Vec<Unit>, BenchError> {
-        let q = self
-            .embeddings
-            .truncated(std::slice::from_ref(&case.question))?;
-        Ok(rank_by_cosine(&q[0], &self.docs)
-            .into_iter()
-            .take(k)
-            .filter_map(|(id, _)| self.units.iter().find(|u| u.session == id).cloned())
-            .collect())
-    }
-
-    fn embedded_texts(&self) -> usize {
-        self.embeddings.misses()
-    }
 }
 
 pub struct SeciHybrid {
