@@ -41,6 +41,8 @@ pub struct BenchOptions {
     /// Embedding cache and the `aril` strategy's data directories.
     pub cache_dir: PathBuf,
     pub model: Arc<dyn Embedder>,
+    /// Engine configuration for the `aril` strategy.
+    pub engine: aril_engine::Config,
 }
 
 /// Units each strategy returns per question: enough for 4k-token budgets and 10 distinct sessions.
@@ -79,10 +81,22 @@ pub fn run(
         options.model.clone(),
         &options.cache_dir.join("embeddings.sqlite"),
     )?;
-    let aril_dir = options
-        .cache_dir
-        .join(format!("aril-{}-{data_hash}", options.benchmark.name()));
-    let mut strategy = strategy::by_name(&options.strategy, embeddings, &aril_dir)?;
+    // What ingest depends on (dense roles, segmenter) picks the data directory; recall settings
+    // do not, so trying them reuses the ingested store.
+    let ingest_key =
+        serde_json::to_string(&(&options.engine.dense_roles, &options.engine.segmenter))
+            .unwrap_or_default();
+    let ingest_hash = &aril_core::content_hash(&[&ingest_key])[..8];
+    let aril_dir = options.cache_dir.join(format!(
+        "aril-{}-{data_hash}-{ingest_hash}",
+        options.benchmark.name()
+    ));
+    let mut strategy = strategy::by_name(
+        &options.strategy,
+        embeddings,
+        &aril_dir,
+        options.engine.clone(),
+    )?;
 
     let mut rankings: Vec<Vec<Unit>> = Vec::with_capacity(cases.len());
     let mut ingest_s = 0.0;

@@ -33,6 +33,7 @@ pub fn run(cli: &Cli, cmd: &BenchCmd) -> anyhow::Result<()> {
         limit: cmd.limit,
         cache_dir: cmd.cache_dir.clone().unwrap_or_else(default_cache_dir),
         model,
+        engine: crate::load_config(cli)?,
     };
     let cancel = progress::cancel_on_ctrl_c();
     let bar = ProgressBar::new(0);

@@ -109,7 +109,10 @@ pub fn run(cli: &Cli, config: Config, cmd: &DemoCmd) -> anyhow::Result<()> {
     );
     for s in &segments {
         let turns = engine.turns(&s.turns)?;
-        let first = turns.first().map(|t| t.rendered()).unwrap_or_default();
+        let first = turns
+            .first()
+            .map(|t| t.rendered().replace('\n', " "))
+            .unwrap_or_default();
         let when = s
             .start_time
             .map(|t| t.format("%Y-%m-%d").to_string())

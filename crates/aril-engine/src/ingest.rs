@@ -222,7 +222,7 @@ impl Engine {
             embeddings: fresh,
         };
         let committed = self.store.commit(batch)?;
-        self.catch_up_indexes()?;
+        self.catch_up_lexical()?;
         self.vectors.evict(&scope.user_id);
         Ok(IngestReport {
             turns_added: committed.turns_added,

@@ -126,14 +126,20 @@ impl Engine {
         Ok(model)
     }
 
-    /// Brings the lexical index up to the store: adds units committed after its watermark, and
-    /// rebuilds it when it holds more than the store (a deletion interrupted between the two).
+    /// On open: rebuilds the lexical index when it holds more units than the store (a deletion
+    /// interrupted between the two), then catches it up.
     fn catch_up_indexes(&mut self) -> Result<(), EngineError> {
         let stats = self.store.stats()?;
         if self.lexical.len() > stats.turns + stats.segments {
             tracing::warn!("lexical index holds units the store lacks; rebuilding it");
             self.lexical.clear()?;
         }
+        self.catch_up_lexical()
+    }
+
+    /// Adds to the lexical index the units committed after its watermark. Cost: proportional to
+    /// what is new, so it runs after every ingest batch.
+    fn catch_up_lexical(&mut self) -> Result<(), EngineError> {
         let mark = self.lexical.watermark()?;
         let units = self.store.units_after(mark.turn_seq, mark.segment_seq)?;
         if !units.is_empty() {

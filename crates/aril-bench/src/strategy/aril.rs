@@ -20,8 +20,8 @@ pub struct Aril {
 }
 
 impl Aril {
-    pub fn open(dir: &Path, embeddings: Embeddings) -> Result<Self, BenchError> {
-        let engine = Engine::open_with_embedder(dir, Config::default(), embeddings.model())?;
+    pub fn open(dir: &Path, embeddings: Embeddings, config: Config) -> Result<Self, BenchError> {
+        let engine = Engine::open_with_embedder(dir, config, embeddings.model())?;
         let embedded_before = engine.stats()?.store.embeddings as usize;
         Ok(Self {
             engine,

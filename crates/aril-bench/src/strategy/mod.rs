@@ -51,6 +51,7 @@ pub fn by_name(
     name: &str,
     embeddings: Embeddings,
     aril_dir: &std::path::Path,
+    engine: aril_engine::Config,
 ) -> Result<Box<dyn Strategy>, BenchError> {
     Ok(match name {
         "raw-session-all" => Box::new(SessionDocs::raw_all(embeddings)),
@@ -58,7 +59,7 @@ pub fn by_name(
         "seci-extract" => Box::new(seci_extract(embeddings)),
         "seci-hybrid" => Box::new(SeciHybrid::new(embeddings)),
         "verbatim-chunks" => Box::new(VerbatimChunks::new(embeddings)?),
-        "aril" => Box::new(Aril::open(aril_dir, embeddings)?),
+        "aril" => Box::new(Aril::open(aril_dir, embeddings, engine)?),
         other => {
             return Err(BenchError::UnknownStrategy(
                 other.to_string(),
