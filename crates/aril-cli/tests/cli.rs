@@ -216,15 +216,22 @@ fn a_busy_directory_is_refused() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let err = loop {
-        let out = run(aril(dir.path()).arg("stats"));
-        let err = String::from_utf8_lossy(&out.stderr).into_owned();
-        if err.contains("in use by another aril process") || Instant::now() > deadline {
-            break err;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    // Wait until the holder has the lock (it writes its pid into the lock file once it holds it).
+    let lock = dir.path().join("aril.lock");
+    let expected = format!("pid {}", holder.id());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while std::fs::read_to_string(&lock).unwrap_or_default().trim() != expected {
+        assert!(
+            Instant::now() < deadline,
+            "the holder never took the directory"
+        );
+        assert!(
+            holder.try_wait().unwrap().is_none(),
+            "the holder exited early"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let err = fails(aril(dir.path()).arg("stats"));
     holder.kill().unwrap();
     holder.wait().unwrap();
     assert!(err.contains("in use by another aril process"), "{err}");

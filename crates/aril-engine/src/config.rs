@@ -46,6 +46,19 @@ pub struct RecallConfig {
     pub w_lexical_segments: f32,
     /// Results returned when the caller gives no `k`.
     pub default_k: usize,
+    /// How retrieved segments take part: `rank_turns` (default) credits each member turn with the
+    /// segment's rank, so a segment's context lifts its turns but only turns are shown; `units`
+    /// returns segments as units of their own. Measured on LoCoMo, showing whole segments spends
+    /// the token budget on neighbours of the evidence (docs/benchmarks.md).
+    pub segments: SegmentUse,
+}
+
+/// See [`RecallConfig::segments`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SegmentUse {
+    RankTurns,
+    Units,
 }
 
 impl Default for Config {
@@ -70,6 +83,7 @@ impl Default for RecallConfig {
             w_dense_segments: 1.0,
             w_lexical_segments: 1.0,
             default_k: 10,
+            segments: SegmentUse::RankTurns,
         }
     }
 }

@@ -28,7 +28,7 @@ pub use aril_datasets as datasets;
 pub use aril_embed as embed;
 pub use aril_segment::SegmenterConfig;
 pub use aril_store::{DeleteReport, UnitKind};
-pub use config::{Config, RecallConfig};
+pub use config::{Config, RecallConfig, SegmentUse};
 pub use error::EngineError;
 pub use ingest::{IngestOptions, IngestReport, Progress};
 pub use search::{SearchHit, SearchRequest, SearchResponse, SourceRef};

@@ -1,22 +1,24 @@
 //! The LLM-free read path: the question is embedded once, then four ranked lists are taken inside
-//! the scope (cosine over turn chunks, cosine over segment chunks, BM25 over turns, BM25 over
-//! segments), fused with RRF, and packed into `k` units and an optional token budget; no turn is
-//! shown twice (a segment shows only the turns a better-ranked unit has not shown).
+//! the scope (cosine over turn chunks, BM25 over turns, cosine over segment chunks, BM25 over
+//! segments) and fused with RRF. By default a segment's rank is credited to each of its turns
+//! (`SegmentUse::RankTurns`): the segment's context lifts the turns it holds, and only turns are
+//! shown. The fused units are packed into `k` and an optional token budget; no turn is shown twice
+//! (a segment shown as a unit shows only the turns a better-ranked unit has not).
 //!
 //! Cost per query: one embedding (no cache write), one pass over the user's chunk vectors, two
-//! tantivy queries, two store reads.
+//! tantivy queries, three store reads.
 
 use std::collections::HashMap;
 
 use aril_core::{ScopeFilter, SegmentId, Turn, TurnId, tokens};
 use aril_embed::embed_chunked;
 use aril_index::{Hit, VectorSearch};
-use aril_recall::{pack, rrf};
+use aril_recall::{pack, rrf_ranked};
 use aril_store::UnitKind;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::{Engine, EngineError};
+use crate::{Engine, EngineError, SegmentUse};
 
 /// A question to recall for.
 #[derive(Debug, Clone)]
@@ -102,16 +104,21 @@ impl Engine {
         let lexical_segments = self
             .lexical
             .search(filter, query, c, &[UnitKind::Segment])?;
-        let keys = |hits: &[Hit]| -> Vec<(UnitKind, String)> {
-            hits.iter().map(|h| (h.kind, h.id.clone())).collect()
+        let ranked = |hits: &[Hit]| -> Vec<((UnitKind, String), usize)> {
+            hits.iter()
+                .map(|h| (h.kind, h.id.clone()))
+                .zip(1..)
+                .collect()
         };
-        let (dt, ds, lt, ls) = (
-            keys(&dense_turns),
-            keys(&dense_segments),
-            keys(&lexical_turns),
-            keys(&lexical_segments),
-        );
-        let fused = rrf(
+        let (dt, lt) = (ranked(&dense_turns), ranked(&lexical_turns));
+        let (ds, ls) = match r.segments {
+            SegmentUse::Units => (ranked(&dense_segments), ranked(&lexical_segments)),
+            SegmentUse::RankTurns => (
+                self.member_turns(&dense_segments)?,
+                self.member_turns(&lexical_segments)?,
+            ),
+        };
+        let fused = rrf_ranked(
             &[
                 (&dt, r.w_dense_turns),
                 (&lt, r.w_lexical_turns),
@@ -174,6 +181,24 @@ impl Engine {
             results,
             context_tokens: packed.tokens,
         })
+    }
+
+    /// A segment ranking turned into a turn ranking: every member turn takes its segment's rank.
+    fn member_turns(&self, hits: &[Hit]) -> Result<Vec<((UnitKind, String), usize)>, EngineError> {
+        let ids: Vec<SegmentId> = hits.iter().map(|h| SegmentId(h.id.clone())).collect();
+        let segments = self.store.segments(&ids)?;
+        let by_id: HashMap<&str, &aril_core::Segment> =
+            segments.iter().map(|s| (s.id.0.as_str(), s)).collect();
+        Ok(hits
+            .iter()
+            .zip(1..)
+            .filter_map(|(h, rank)| by_id.get(h.id.as_str()).map(|s| (s, rank)))
+            .flat_map(|(s, rank)| {
+                s.turns
+                    .iter()
+                    .map(move |t| ((UnitKind::Turn, t.0.clone()), rank))
+            })
+            .collect())
     }
 
     /// Reads the fused units' turns from the store; units the store no longer has are dropped.

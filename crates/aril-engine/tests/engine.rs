@@ -269,8 +269,12 @@ fn a_lost_lexical_index_is_rebuilt_from_the_store() {
         stats.lexical_units,
         stats.store.turns + stats.store.segments
     );
+    // The only turn with this word is an assistant turn: found through the rebuilt BM25 index.
     let r = search(&mut engine, "u", "iliotibial", 3);
-    assert!(r.results[0].text.contains("iliotibial"));
+    assert!(
+        r.results.iter().any(|h| h.text.contains("iliotibial")),
+        "{r:?}"
+    );
     assert_eq!(engine.reindex().unwrap(), stats.lexical_units);
 }
 

@@ -10,15 +10,34 @@ pub const RRF_K: f32 = 60.0;
 /// Fuses ranked lists (best first) with weights; returns items by descending fused score, ties
 /// broken by first appearance so the result is deterministic.
 pub fn rrf<T: Clone + Eq + Hash>(lists: &[(&[T], f32)], k: f32) -> Vec<(T, f32)> {
+    let ranked: Vec<Vec<(T, usize)>> = lists
+        .iter()
+        .map(|(list, _)| list.iter().cloned().zip(1..).collect())
+        .collect();
+    let views: Vec<(&[(T, usize)], f32)> = ranked
+        .iter()
+        .zip(lists)
+        .map(|(r, (_, w))| (r.as_slice(), *w))
+        .collect();
+    rrf_ranked(&views, k)
+}
+
+/// RRF over lists whose items carry their own rank (from 1); items may share a rank, as the turns
+/// of one retrieved segment do. An item's first occurrence in a list counts.
+pub fn rrf_ranked<T: Clone + Eq + Hash>(lists: &[(&[(T, usize)], f32)], k: f32) -> Vec<(T, f32)> {
     let mut scores: HashMap<T, (f32, usize)> = HashMap::new();
     let mut order = 0usize;
     for (list, weight) in lists {
-        for (rank, item) in list.iter().enumerate() {
+        let mut seen = std::collections::HashSet::new();
+        for (item, rank) in list.iter() {
+            if !seen.insert(item) {
+                continue;
+            }
             let entry = scores.entry(item.clone()).or_insert_with(|| {
                 order += 1;
                 (0.0, order)
             });
-            entry.0 += weight / (k + rank as f32 + 1.0);
+            entry.0 += weight / (k + *rank as f32);
         }
     }
     let mut fused: Vec<(T, f32, usize)> = scores.into_iter().map(|(t, (s, o))| (t, s, o)).collect();
@@ -47,6 +66,16 @@ mod tests {
         let b = ["y"];
         let fused = rrf(&[(&a[..], 1.0), (&b[..], 2.0)], 60.0);
         assert_eq!(fused[0].0, "y");
+    }
+
+    #[test]
+    fn shared_ranks_give_equal_credit() {
+        let seg = [("a", 1), ("b", 1), ("c", 2)];
+        let turns = [("b", 1)];
+        let fused = rrf_ranked(&[(&seg[..], 1.0), (&turns[..], 1.0)], 60.0);
+        assert_eq!(fused[0].0, "b");
+        assert!((fused[1].1 - 1.0 / 61.0).abs() < 1e-7, "a shares rank 1");
+        assert_eq!(fused[2].0, "c");
     }
 
     #[test]

@@ -6,4 +6,4 @@ mod budget;
 mod fusion;
 
 pub use budget::{Packed, pack};
-pub use fusion::{RRF_K, rrf};
+pub use fusion::{RRF_K, rrf, rrf_ranked};
