@@ -65,6 +65,9 @@ pub struct SearchResponse {
     pub context_tokens: usize,
 }
 
+/// A unit key with its rank in one list (from 1).
+type Ranked = ((UnitKind, String), usize);
+
 struct Candidate {
     kind: UnitKind,
     id: String,
@@ -104,7 +107,7 @@ impl Engine {
         let lexical_segments = self
             .lexical
             .search(filter, query, c, &[UnitKind::Segment])?;
-        let ranked = |hits: &[Hit]| -> Vec<((UnitKind, String), usize)> {
+        let ranked = |hits: &[Hit]| -> Vec<Ranked> {
             hits.iter()
                 .map(|h| (h.kind, h.id.clone()))
                 .zip(1..)
@@ -184,7 +187,7 @@ impl Engine {
     }
 
     /// A segment ranking turned into a turn ranking: every member turn takes its segment's rank.
-    fn member_turns(&self, hits: &[Hit]) -> Result<Vec<((UnitKind, String), usize)>, EngineError> {
+    fn member_turns(&self, hits: &[Hit]) -> Result<Vec<Ranked>, EngineError> {
         let ids: Vec<SegmentId> = hits.iter().map(|h| SegmentId(h.id.clone())).collect();
         let segments = self.store.segments(&ids)?;
         let by_id: HashMap<&str, &aril_core::Segment> =
