@@ -43,18 +43,16 @@ pub struct Case {
 /// LongMemEval: one case per question, its own haystack.
 pub fn longmemeval(path: &Path) -> Result<Vec<Case>, BenchError> {
     let questions = longmemeval::read(path).map_err(|e| BenchError::data(path, e.to_string()))?;
-    let raw_dates = raw_longmemeval_dates(path)?;
     Ok(questions
         .into_iter()
         .map(|q| {
-            let dates = raw_dates.get(&q.question_id).cloned().unwrap_or_default();
             let mut sessions: Vec<HSession> = q
                 .session_ids
                 .iter()
                 .enumerate()
                 .map(|(i, id)| HSession {
                     id: id.clone(),
-                    date: dates.get(i).cloned(),
+                    date: q.session_dates.get(i).cloned(),
                     turns: Vec::new(),
                 })
                 .collect();
@@ -77,23 +75,6 @@ pub fn longmemeval(path: &Path) -> Result<Vec<Case>, BenchError> {
                 sessions: std::sync::Arc::new(sessions),
             }
         })
-        .collect())
-}
-
-/// The haystack dates exactly as written (the SECI digest prints them verbatim).
-fn raw_longmemeval_dates(
-    path: &Path,
-) -> Result<std::collections::HashMap<String, Vec<String>>, BenchError> {
-    #[derive(Deserialize)]
-    struct Dates {
-        question_id: String,
-        haystack_dates: Vec<String>,
-    }
-    let text = crate::read_text(path)?;
-    let v: Vec<Dates> =
-        serde_json::from_str(&text).map_err(|e| BenchError::data(path, e.to_string()))?;
-    Ok(v.into_iter()
-        .map(|d| (d.question_id, d.haystack_dates))
         .collect())
 }
 

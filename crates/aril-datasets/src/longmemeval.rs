@@ -39,6 +39,8 @@ pub struct Question {
     pub haystack: Conversation,
     /// Session ids in haystack order, after `__dupN` renaming.
     pub session_ids: Vec<String>,
+    /// Each session's date exactly as the file writes it (same order as `session_ids`).
+    pub session_dates: Vec<String>,
 }
 
 /// Reads every question of a LongMemEval file.
@@ -116,6 +118,7 @@ pub fn read(path: &Path) -> Result<Vec<Question>, DatasetError> {
                 turns,
             },
             session_ids,
+            session_dates: q.haystack_dates.clone(),
         });
     }
     Ok(out)
