@@ -51,6 +51,40 @@ pub enum Command {
     Demo(DemoCmd),
     /// Measure retrieval on a benchmark file with one strategy (see docs/benchmarks.md).
     Bench(BenchCmd),
+    /// Serve the native and Mem0-compatible HTTP API over the data directory.
+    Serve(ServeCmd),
+    /// Manage API keys for `aril serve`.
+    #[command(subcommand)]
+    Keys(KeysCmd),
+}
+
+#[derive(Args, Debug)]
+pub struct ServeCmd {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8420", env = "ARIL_BIND")]
+    pub bind: std::net::SocketAddr,
+    /// Accept requests without an API key, each acting as an admin. Loopback addresses only.
+    #[arg(long)]
+    pub no_auth: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum KeysCmd {
+    /// Create a key and print it alone on stdout (it is stored only as a hash: keep it).
+    Create(KeyCreateCmd),
+    /// List the stored keys (ids and grants; never the keys).
+    List,
+}
+
+#[derive(Args, Debug)]
+#[group(required = true, multiple = false)]
+pub struct KeyCreateCmd {
+    /// The user the key is bound to: it reaches this user's memories only.
+    #[arg(long)]
+    pub user: Option<String>,
+    /// An admin key: any user's memories, and store-wide stats and reset.
+    #[arg(long)]
+    pub admin: bool,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

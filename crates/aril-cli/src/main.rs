@@ -2,12 +2,14 @@
 //! progress, prints tables or JSON. No memory logic lives here.
 
 mod add;
+mod alloc;
 mod args;
 mod bench;
 mod demo;
 mod import;
 mod output;
 mod progress;
+mod serve;
 
 use std::process::ExitCode;
 
@@ -26,6 +28,7 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
+    alloc::keep_freed_memory();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -85,5 +88,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Demo(cmd) => demo::run(&cli, load_config(&cli)?, cmd),
         Command::Bench(cmd) => bench::run(&cli, cmd),
+        Command::Serve(cmd) => serve::run(open(&cli)?, cmd),
+        Command::Keys(cmd) => serve::keys(open(&cli)?, cmd),
     }
 }

@@ -24,6 +24,11 @@ pub struct Config {
     pub dense_roles: Vec<Role>,
     pub segmenter: SegmenterConfig,
     pub recall: RecallConfig,
+    /// How a segment gets its vector: `pooled` (default) averages the chunk vectors of its
+    /// dense-role turns, weighted by length, at no model cost; `embedded` runs the model over the
+    /// segment's whole text (chunked), which doubles embedding work for a small gain or none
+    /// (docs/benchmarks.md).
+    pub segment_vectors: SegmentVectors,
     /// Turns committed per transaction during ingest: a crash keeps whole batches only.
     pub ingest_batch: usize,
 }
@@ -61,6 +66,14 @@ pub enum SegmentUse {
     Units,
 }
 
+/// See [`Config::segment_vectors`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SegmentVectors {
+    Pooled,
+    Embedded,
+}
+
 impl Default for Config {
     fn default() -> Self {
         Self {
@@ -68,6 +81,7 @@ impl Default for Config {
             dense_roles: vec![Role::User],
             segmenter: SegmenterConfig::default(),
             recall: RecallConfig::default(),
+            segment_vectors: SegmentVectors::Pooled,
             ingest_batch: 0,
         }
     }

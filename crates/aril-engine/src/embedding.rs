@@ -9,15 +9,22 @@ use crate::{Engine, EngineError};
 
 impl Engine {
     /// Embeddings for `texts` (same order). Returns them and the entries that are new to the cache,
-    /// which the caller commits with the rest of its batch.
+    /// which the caller commits with the rest of its batch. `pending` holds entries made earlier in
+    /// the same batch, not committed yet.
     pub(crate) fn embed_cached(
         &mut self,
         texts: &[String],
+        pending: &[Embedding],
     ) -> Result<(Vec<Embedding>, Vec<Embedding>), EngineError> {
         let embedder = self.embedder()?;
         let model = embedder.name().to_string();
         let hashes: Vec<String> = texts.iter().map(|t| content_hash(&[t])).collect();
         let mut known = self.store.embeddings(&model, &hashes)?;
+        for e in pending {
+            known
+                .entry(e.text_hash.clone())
+                .or_insert_with(|| e.clone());
+        }
         // Each distinct missing text once.
         let mut missing: Vec<(String, &str)> = Vec::new();
         for (h, t) in hashes.iter().zip(texts) {
@@ -58,6 +65,34 @@ impl Engine {
         Ok((all, fresh))
     }
 
+    /// A segment's vector pooled from its turns' chunks: their mean weighted by chunk length in
+    /// bytes (close to the token mean that sentence-transformers pools), normalised. Stored under a
+    /// hash of its own (`segment_vector_key`) so it is never taken for a model embedding of the text.
+    pub(crate) fn pooled_embedding(model: &str, text: &str, members: &[Embedding]) -> Embedding {
+        let dim = members
+            .iter()
+            .find_map(|e| e.chunks.first())
+            .map_or(0, |c| c.vector.len());
+        let mut mean = vec![0.0f32; dim];
+        for c in members.iter().flat_map(|e| &e.chunks) {
+            let w = (c.end.saturating_sub(c.start)).max(1) as f32;
+            mean.iter_mut()
+                .zip(&c.vector)
+                .for_each(|(m, x)| *m += w * x);
+        }
+        aril_embed::normalize(&mut mean);
+        Embedding {
+            model: model.to_string(),
+            text_hash: pooled_key(text),
+            pieces: members.iter().map(|e| e.pieces).sum(),
+            chunks: vec![StoredChunk {
+                start: 0,
+                end: text.len() as u32,
+                vector: mean,
+            }],
+        }
+    }
+
     /// The unit vector that stands for a whole text: the normalised mean of its chunk vectors.
     pub(crate) fn mean_vector(e: &Embedding) -> Vec<f32> {
         let dim = e.chunks.first().map_or(0, |c| c.vector.len());
@@ -68,4 +103,10 @@ impl Engine {
         aril_embed::normalize(&mut mean);
         mean
     }
+}
+
+/// The cache key of a pooled segment vector: distinct from the key of the same text embedded by
+/// the model.
+pub(crate) fn pooled_key(text: &str) -> String {
+    content_hash(&["pooled from turn chunks", text])
 }

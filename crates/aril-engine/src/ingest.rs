@@ -2,21 +2,21 @@
 //! commit each batch atomically with its closed segments and the conversation's open segment; then
 //! bring the lexical index up to the store.
 //!
-//! Cost per turn: one chunked embedding of `Speaker: text` (cached by text), one o200k count, one
-//! segmenter step. Per closed segment: one chunked embedding of its text. No LLM call.
+//! Cost per dense-role turn: one chunked embedding of `Speaker: text` (cached by text); per turn,
+//! one o200k count and one segmenter step. Per closed segment: a vector pooled from its turns'
+//! chunks (or, with `segment_vectors = "embedded"`, one chunked embedding of its text). No LLM call.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use aril_core::{
-    NewTurn, Role, Scope, Segment, SegmentId, Turn, TurnId, content_hash, render_turns, tokens,
-};
+use aril_core::{NewTurn, Role, Scope, Segment, SegmentId, Turn, TurnId, content_hash, tokens};
 use aril_segment::{Closed, OpenSegment, TurnInput};
-use aril_store::{OpenSegmentRecord, SegmentRecord, TurnRecord, WriteBatch};
+use aril_store::{Embedding, OpenSegmentRecord, SegmentRecord, TurnRecord, WriteBatch};
 use chrono::Utc;
 use serde::Serialize;
 
+use crate::config::SegmentVectors;
 use crate::{Engine, EngineError};
 
 /// How an ingest treats the end of its input.
@@ -163,7 +163,7 @@ impl Engine {
             .filter(|((_, t), _)| self.is_dense(t.role))
             .map(|(_, text)| text.clone())
             .collect();
-        let (embeddings, mut fresh) = self.embed_cached(&dense_texts)?;
+        let (embeddings, mut fresh) = self.embed_cached(&dense_texts, &[])?;
         let mut dense_vectors = embeddings.iter().map(Self::mean_vector);
         let mut turns: Vec<TurnRecord> = Vec::with_capacity(chunk.len());
         let mut closed: Vec<Closed> = Vec::new();
@@ -196,24 +196,12 @@ impl Engine {
             closed.extend(self.segmenter.flush(open));
         }
         let segments = self.build_segments(scope, conversation, &closed, &turns)?;
-        // A segment's embedded text is its dense-role turns; one without any has no vector.
-        let segment_texts: Vec<String> = segments
-            .iter()
-            .map(|(_, text)| text.clone())
-            .filter(|text| !text.is_empty())
-            .collect();
-        let (_, segment_fresh) = self.embed_cached(&segment_texts)?;
+        let (segments, segment_fresh) = self.segment_vectors(segments, &fresh)?;
         fresh.extend(segment_fresh);
         let embedded_texts = fresh.len();
         let batch = WriteBatch {
             turns,
-            segments: segments
-                .into_iter()
-                .map(|(segment, text)| SegmentRecord {
-                    segment,
-                    text_hash: content_hash(&[&text]),
-                })
-                .collect(),
+            segments,
             open_segments: vec![OpenSegmentRecord {
                 scope: scope.clone(),
                 conversation: conversation.to_string(),
@@ -233,19 +221,55 @@ impl Engine {
         })
     }
 
+    /// Gives each segment its vector (as [`Config::segment_vectors`] says) and its record. A segment
+    /// without dense-role turns has no vector. Returns the records and the cache entries to commit.
+    fn segment_vectors(
+        &mut self,
+        segments: Vec<(Segment, Vec<String>)>,
+        pending: &[Embedding],
+    ) -> Result<(Vec<SegmentRecord>, Vec<Embedding>), EngineError> {
+        let mut records = Vec::with_capacity(segments.len());
+        let mut fresh: Vec<Embedding> = Vec::new();
+        for (segment, dense) in segments {
+            let text = dense.join("\n");
+            let text_hash = match self.config.segment_vectors {
+                _ if dense.is_empty() => content_hash(&[&text]),
+                SegmentVectors::Embedded => {
+                    let (_, new) = self.embed_cached(std::slice::from_ref(&text), &fresh)?;
+                    fresh.extend(new);
+                    content_hash(&[&text])
+                }
+                SegmentVectors::Pooled => {
+                    let known: Vec<Embedding> = pending.iter().chain(&fresh).cloned().collect();
+                    let (members, new) = self.embed_cached(&dense, &known)?;
+                    fresh.extend(new);
+                    let model = self.embedder()?.name().to_string();
+                    let pooled = Self::pooled_embedding(&model, &text, &members);
+                    let key = pooled.text_hash.clone();
+                    if !fresh.iter().any(|e| e.text_hash == key) {
+                        fresh.push(pooled);
+                    }
+                    key
+                }
+            };
+            records.push(SegmentRecord { segment, text_hash });
+        }
+        Ok((records, fresh))
+    }
+
     fn is_dense(&self, role: Role) -> bool {
         self.config.dense_roles.contains(&role)
     }
 
-    /// Turns closed segmenter output into segments with their embedded texts (the dense-role
-    /// turns, rendered). Member turns from earlier batches are read from the store.
+    /// Turns closed segmenter output into segments with the rendered texts of their dense-role
+    /// turns. Member turns from earlier batches are read from the store.
     fn build_segments(
         &self,
         scope: &Scope,
         conversation: &str,
         closed: &[Closed],
         batch: &[TurnRecord],
-    ) -> Result<Vec<(Segment, String)>, EngineError> {
+    ) -> Result<Vec<(Segment, Vec<String>)>, EngineError> {
         let in_batch: HashMap<&TurnId, &Turn> =
             batch.iter().map(|r| (&r.turn.id, &r.turn)).collect();
         let earlier: Vec<TurnId> = closed
@@ -289,11 +313,12 @@ impl Engine {
                 start_time: times.clone().min(),
                 end_time: times.max(),
             };
-            let dense: Vec<Turn> = members
-                .into_iter()
+            let dense: Vec<String> = members
+                .iter()
                 .filter(|t| self.is_dense(t.turn.role))
+                .map(Turn::rendered)
                 .collect();
-            out.push((segment, render_turns(&dense)));
+            out.push((segment, dense));
         }
         Ok(out)
     }

@@ -11,6 +11,8 @@ mod config;
 mod embedding;
 mod error;
 mod ingest;
+mod input;
+mod keys;
 mod lock;
 mod search;
 
@@ -27,10 +29,12 @@ pub use aril_core::{NewTurn, Role, Scope, ScopeFilter, Segment};
 pub use aril_datasets as datasets;
 pub use aril_embed as embed;
 pub use aril_segment::SegmenterConfig;
-pub use aril_store::{DeleteReport, UnitKind};
-pub use config::{Config, RecallConfig, SegmentUse};
+pub use aril_store::{ApiKeyRecord, DeleteReport, StoreError, UnitKind};
+pub use config::{Config, RecallConfig, SegmentUse, SegmentVectors};
 pub use error::EngineError;
 pub use ingest::{IngestOptions, IngestReport, Progress};
+pub use input::{TurnDefaults, TurnIn, parse_time};
+pub use keys::{Grant, KeyRing};
 pub use search::{SearchHit, SearchRequest, SearchResponse, SourceRef};
 
 /// Where the lexical index lives inside a data directory.
@@ -183,6 +187,22 @@ impl Engine {
     /// The closed segments of a scope, in order.
     pub fn segments(&self, filter: &ScopeFilter) -> Result<Vec<Segment>, EngineError> {
         Ok(self.store.list_segments(filter)?)
+    }
+
+    /// Every user with stored turns.
+    pub fn users(&self) -> Result<Vec<String>, EngineError> {
+        Ok(self.store.users()?)
+    }
+
+    /// A page of a scope's turns in store order, and how many the scope has in all.
+    pub fn list_turns(
+        &self,
+        filter: &ScopeFilter,
+        offset: u64,
+        limit: u64,
+    ) -> Result<(Vec<aril_core::Turn>, u64), EngineError> {
+        let (ids, total) = self.store.list_turn_ids(filter, offset, limit)?;
+        Ok((self.store.turns(&ids)?, total))
     }
 
     /// Turns by id, for display.

@@ -14,6 +14,7 @@ use std::collections::{HashMap, HashSet};
 
 use aril_core::{Scope, ScopeFilter, Segment, SegmentId, Turn, TurnId};
 use aril_segment::OpenSegment;
+use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 pub use error::StoreError;
@@ -130,6 +131,18 @@ pub struct StoreStats {
     pub bytes: u64,
 }
 
+/// An API key as stored: its hash only, never the key. A key is bound to one user, or is an admin
+/// key (no user).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ApiKeyRecord {
+    /// A short public handle for the key (shown in listings and logs).
+    pub id: String,
+    pub key_hash: String,
+    pub user_id: Option<String>,
+    pub admin: bool,
+    pub created: DateTime<Utc>,
+}
+
 /// What a deletion removed.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct DeleteReport {
@@ -167,6 +180,20 @@ pub trait Store: Send {
     /// vectors no other unit uses. Fails with [`StoreError::UnknownScope`] when nothing matches.
     fn delete(&mut self, filter: &ScopeFilter) -> Result<DeleteReport, StoreError>;
     fn stats(&self) -> Result<StoreStats, StoreError>;
+    /// Ids of the turns a filter admits, in store order, from `offset`, at most `limit`; and how
+    /// many it admits in all.
+    fn list_turn_ids(
+        &self,
+        filter: &ScopeFilter,
+        offset: u64,
+        limit: u64,
+    ) -> Result<(Vec<TurnId>, u64), StoreError>;
+    /// Every user with at least one stored turn, sorted.
+    fn users(&self) -> Result<Vec<String>, StoreError>;
+    /// Stores a new API key (durably).
+    fn add_api_key(&mut self, key: &ApiKeyRecord) -> Result<(), StoreError>;
+    /// Every stored API key.
+    fn api_keys(&self) -> Result<Vec<ApiKeyRecord>, StoreError>;
     /// Checks the file and the links between tables; the error says what is wrong.
     fn check_integrity(&self) -> Result<(), StoreError>;
 }

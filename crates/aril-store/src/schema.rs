@@ -65,4 +65,11 @@ CREATE TABLE IF NOT EXISTS embeddings (
     chunks    BLOB NOT NULL,
     PRIMARY KEY (model, text_hash)
 );
+CREATE TABLE IF NOT EXISTS api_keys (
+    id       TEXT PRIMARY KEY,
+    key_hash TEXT NOT NULL UNIQUE,
+    user_id  TEXT,
+    admin    INTEGER NOT NULL,
+    created  TEXT NOT NULL
+);
 "#;

@@ -14,8 +14,8 @@ use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter};
 
 use crate::schema::{SCHEMA, SCHEMA_VERSION};
 use crate::{
-    CommitReport, DeleteReport, Embedding, Store, StoreError, StoreStats, UnitKind, UnitText,
-    UnitVectors, WriteBatch, codec,
+    ApiKeyRecord, CommitReport, DeleteReport, Embedding, Store, StoreError, StoreStats, UnitKind,
+    UnitText, UnitVectors, WriteBatch, codec,
 };
 
 /// SQLite allows 32766 bound parameters; stay well below.
@@ -596,6 +596,85 @@ impl Store for SqliteStore {
             segments: segments as u64,
             embeddings: embeddings as u64,
         })
+    }
+
+    fn list_turn_ids(
+        &self,
+        filter: &ScopeFilter,
+        offset: u64,
+        limit: u64,
+    ) -> Result<(Vec<TurnId>, u64), StoreError> {
+        let (clause, args) = filter_clause(filter);
+        let total: i64 = self.conn.query_row(
+            &format!("SELECT COUNT(*) FROM turns WHERE {clause}"),
+            params_from_iter(&args),
+            |r| r.get(0),
+        )?;
+        let mut stmt = self.conn.prepare(&format!(
+            "SELECT id FROM turns WHERE {clause} ORDER BY seq LIMIT {} OFFSET {}",
+            limit.min(i64::MAX as u64),
+            offset.min(i64::MAX as u64)
+        ))?;
+        let ids = stmt
+            .query_map(params_from_iter(&args), |r| {
+                r.get::<_, String>(0).map(TurnId)
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok((ids, total as u64))
+    }
+
+    fn users(&self) -> Result<Vec<String>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT DISTINCT user_id FROM turns ORDER BY user_id")?;
+        let users = stmt
+            .query_map([], |r| r.get::<_, String>(0))?
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(users)
+    }
+
+    fn add_api_key(&mut self, key: &ApiKeyRecord) -> Result<(), StoreError> {
+        self.conn.execute(
+            "INSERT INTO api_keys (id, key_hash, user_id, admin, created) VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![
+                key.id,
+                key.key_hash,
+                key.user_id,
+                key.admin,
+                key.created.to_rfc3339()
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn api_keys(&self) -> Result<Vec<ApiKeyRecord>, StoreError> {
+        let mut stmt = self.conn.prepare(
+            "SELECT id, key_hash, user_id, admin, created FROM api_keys ORDER BY created",
+        )?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, Option<String>>(2)?,
+                    r.get::<_, bool>(3)?,
+                    r.get::<_, String>(4)?,
+                ))
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        rows.into_iter()
+            .map(|(id, key_hash, user_id, admin, created)| {
+                Ok(ApiKeyRecord {
+                    id,
+                    key_hash,
+                    user_id,
+                    admin,
+                    created: parse_time(Some(created))?.ok_or_else(|| {
+                        StoreError::Corrupt("api key without a creation time".into())
+                    })?,
+                })
+            })
+            .collect()
     }
 
     fn stats(&self) -> Result<StoreStats, StoreError> {

@@ -1,0 +1,75 @@
+//! `aril serve` and `aril keys`: open the engine, hand it to `aril-server`, stop cleanly on
+//! Ctrl-C or SIGTERM (requests in flight finish; every acknowledged write is already durable).
+
+use anyhow::{Context, bail};
+use aril_engine::Engine;
+use aril_server::AppState;
+
+use crate::args::{KeyCreateCmd, KeysCmd, ServeCmd};
+
+pub fn run(engine: Engine, cmd: &ServeCmd) -> anyhow::Result<()> {
+    aril_server::check_open_bind(cmd.bind, !cmd.no_auth)?;
+    let keys = engine.api_keys()?;
+    if keys.is_empty() && !cmd.no_auth {
+        bail!(
+            "no API keys in this data directory: create one with `aril keys create --user USER` \
+             (or `--admin`), or pass --no-auth to serve on loopback without keys"
+        );
+    }
+    let state = AppState::new(engine, !cmd.no_auth)?;
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    runtime.block_on(aril_server::serve(
+        state,
+        cmd.bind,
+        |addr| {
+            // The one line scripts wait for.
+            println!("aril serving on http://{addr}");
+            eprintln!("stop with Ctrl-C");
+        },
+        shutdown_signal(),
+    ))?;
+    eprintln!("aril stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+}
+
+pub fn keys(mut engine: Engine, cmd: &KeysCmd) -> anyhow::Result<()> {
+    match cmd {
+        KeysCmd::Create(KeyCreateCmd { user, admin }) => {
+            let user = if *admin { None } else { user.as_deref() };
+            let key = engine.create_api_key(user)?;
+            println!("{key}");
+        }
+        KeysCmd::List => {
+            for k in engine.api_keys()? {
+                let grant = match (&k.user_id, k.admin) {
+                    (_, true) => "admin".to_string(),
+                    (Some(u), false) => format!("user {u}"),
+                    (None, false) => "nothing".to_string(),
+                };
+                println!("{}  {}  created {}", k.id, grant, k.created.to_rfc3339());
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,194 @@
+//! The wire form of a turn, shared by every adapter that takes turns from outside (`aril add`
+//! JSON lines, `aril serve`): scope fields and time as plain strings, checked here once.
+
+use aril_core::{NewTurn, Role, Scope};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::EngineError;
+
+/// One turn as a client sends it. Missing fields fall back to [`TurnDefaults`].
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct TurnIn {
+    pub user_id: Option<String>,
+    pub agent_id: Option<String>,
+    pub run_id: Option<String>,
+    /// The conversation (thread) the turn belongs to.
+    pub conversation: Option<String>,
+    pub session: Option<String>,
+    /// `user`, `assistant`, `system` or `tool`.
+    pub role: Option<String>,
+    pub speaker: Option<String>,
+    /// The verbatim text (`content` is accepted too).
+    #[serde(alias = "content")]
+    pub text: String,
+    /// When it was said, RFC 3339 (e.g. `2024-03-01T10:00:00Z`). Default: now.
+    pub at: Option<String>,
+    /// The id the source gives the turn, unique inside its conversation (makes re-sending safe).
+    pub source_id: Option<String>,
+}
+
+/// What a [`TurnIn`] takes when it leaves a field out.
+#[derive(Debug, Clone)]
+pub struct TurnDefaults {
+    pub scope: Option<Scope>,
+    pub conversation: String,
+    pub session: Option<String>,
+    pub role: Role,
+    pub speaker: Option<String>,
+    pub at: Option<DateTime<Utc>>,
+}
+
+impl Default for TurnDefaults {
+    fn default() -> Self {
+        Self {
+            scope: None,
+            conversation: "default".into(),
+            session: None,
+            role: Role::User,
+            speaker: None,
+            at: None,
+        }
+    }
+}
+
+/// Parses an RFC 3339 timestamp, with an error that shows the expected form.
+pub fn parse_time(s: &str) -> Result<DateTime<Utc>, EngineError> {
+    DateTime::parse_from_rfc3339(s)
+        .map(|t| t.with_timezone(&Utc))
+        .map_err(|_| {
+            EngineError::InvalidInput(aril_core::InvalidInput(format!(
+                "bad timestamp {s:?}: use RFC 3339, e.g. 2024-03-01T10:00:00Z"
+            )))
+        })
+}
+
+impl TurnIn {
+    /// The validated turn. `now` stands in when neither the turn nor the defaults give a time.
+    pub fn into_turn(
+        self,
+        defaults: &TurnDefaults,
+        now: DateTime<Utc>,
+    ) -> Result<NewTurn, EngineError> {
+        let scope = match (self.user_id, &defaults.scope) {
+            (Some(user), _) => Scope::new(
+                user,
+                self.agent_id
+                    .or_else(|| defaults.scope.as_ref().and_then(|s| s.agent_id.clone())),
+                self.run_id
+                    .or_else(|| defaults.scope.as_ref().and_then(|s| s.run_id.clone())),
+            )?,
+            (None, Some(scope)) => Scope::new(
+                scope.user_id.clone(),
+                self.agent_id.or_else(|| scope.agent_id.clone()),
+                self.run_id.or_else(|| scope.run_id.clone()),
+            )?,
+            (None, None) => {
+                return Err(EngineError::InvalidInput(aril_core::InvalidInput(
+                    "a turn needs a user_id".into(),
+                )));
+            }
+        };
+        let role = match self.role.as_deref() {
+            Some(r) => Role::parse(r)?,
+            None => defaults.role,
+        };
+        let at = match self.at.as_deref() {
+            Some(at) => parse_time(at)?,
+            None => defaults.at.unwrap_or(now),
+        };
+        let turn = NewTurn {
+            scope,
+            conversation: self
+                .conversation
+                .unwrap_or_else(|| defaults.conversation.clone()),
+            session: self.session.or_else(|| defaults.session.clone()),
+            role,
+            speaker: self.speaker.or_else(|| defaults.speaker.clone()),
+            text: self.text,
+            event_time: Some(at),
+            source_id: self.source_id,
+        };
+        turn.validate()?;
+        Ok(turn)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn now() -> DateTime<Utc> {
+        parse_time("2025-01-02T03:04:05Z").unwrap()
+    }
+
+    #[test]
+    fn fields_fall_back_to_the_defaults() {
+        let defaults = TurnDefaults {
+            scope: Some(Scope::new("u".into(), Some("a".into()), None).unwrap()),
+            ..Default::default()
+        };
+        let t = TurnIn {
+            text: "hello".into(),
+            run_id: Some("r".into()),
+            ..Default::default()
+        }
+        .into_turn(&defaults, now())
+        .unwrap();
+        assert_eq!(t.scope.user_id, "u");
+        assert_eq!(t.scope.agent_id.as_deref(), Some("a"));
+        assert_eq!(t.scope.run_id.as_deref(), Some("r"));
+        assert_eq!(t.conversation, "default");
+        assert_eq!(t.role, Role::User);
+        assert_eq!(t.event_time, Some(now()));
+    }
+
+    #[test]
+    fn bad_fields_are_errors_that_name_the_fix() {
+        let d = TurnDefaults::default();
+        let no_user = TurnIn {
+            text: "x".into(),
+            ..Default::default()
+        };
+        assert!(
+            no_user
+                .into_turn(&d, now())
+                .unwrap_err()
+                .to_string()
+                .contains("user_id")
+        );
+        let bad_time = TurnIn {
+            user_id: Some("u".into()),
+            text: "x".into(),
+            at: Some("yesterday".into()),
+            ..Default::default()
+        };
+        assert!(
+            bad_time
+                .into_turn(&d, now())
+                .unwrap_err()
+                .to_string()
+                .contains("RFC 3339")
+        );
+        let empty = TurnIn {
+            user_id: Some("u".into()),
+            text: "  ".into(),
+            ..Default::default()
+        };
+        assert!(
+            empty
+                .into_turn(&d, now())
+                .unwrap_err()
+                .to_string()
+                .contains("empty")
+        );
+        let role = TurnIn {
+            user_id: Some("u".into()),
+            text: "x".into(),
+            role: Some("robot".into()),
+            ..Default::default()
+        };
+        assert!(role.into_turn(&d, now()).is_err());
+    }
+}

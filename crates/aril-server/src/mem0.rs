@@ -1,0 +1,625 @@
+//! The Mem0-compatible API, so code written for Mem0 moves over by changing its base URL.
+//!
+//! Routes are those the official `mem0ai` client (2.2.1) calls — `GET /v1/ping/`,
+//! `POST /v3/memories/add/`, `POST /v3/memories/search/`, `POST /v3/memories/` (get_all),
+//! `GET /v1/memories/{id}/`, `DELETE /v1/memories/` (delete_all), `GET /v1/entities/` and
+//! `DELETE /v2/entities/{type}/{name}/` (reset) — the v1/v2 forms older clients use, and those of
+//! Mem0's open-source REST server (`POST|GET|DELETE /memories`, `GET /memories/{id}`,
+//! `POST /search`, `POST /reset`).
+//!
+//! Without an LLM a memory is a turn, kept verbatim: `add` returns the turns it stored and invents
+//! nothing. Memory ids are turn ids, stable across restarts. Per-memory update, delete and history
+//! need the card layer and answer 501 with what to do instead.
+
+use aril_core::Turn;
+use aril_engine::{Grant, Role, Scope, ScopeFilter, SearchRequest, TurnDefaults, TurnIn};
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::{delete, get, post};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::auth::Caller;
+use crate::extract::{ApiJson, ApiQuery};
+use crate::native::{check_k, check_query, store_turns};
+use crate::{ApiError, AppState};
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/v1/ping/", get(ping))
+        .route("/v1/ping", get(ping))
+        // add
+        .route("/v3/memories/add/", post(add))
+        .route("/v2/memories/add/", post(add))
+        .route(
+            "/v1/memories/",
+            post(add).get(get_all_query).delete(delete_all),
+        )
+        .route("/memories", post(add).get(get_all_query).delete(delete_all))
+        // search
+        .route("/v3/memories/search/", post(search))
+        .route("/v2/memories/search/", post(search))
+        .route("/v1/memories/search/", post(search))
+        .route("/search", post(search))
+        // get_all
+        .route("/v3/memories/", post(get_all))
+        .route("/v2/memories/", post(get_all))
+        // one memory
+        .route(
+            "/v1/memories/{id}/",
+            get(get_one).put(not_versioned).delete(not_versioned),
+        )
+        .route(
+            "/memories/{id}",
+            get(get_one).put(not_versioned).delete(not_versioned),
+        )
+        .route("/v1/memories/{id}/history/", get(not_versioned))
+        .route("/memories/{id}/history", get(not_versioned))
+        // entities and reset
+        .route("/v1/entities/", get(entities))
+        .route("/v2/entities/{kind}/{name}/", delete(delete_entity))
+        .route("/reset", post(reset))
+        .route("/v1/reset", post(reset))
+}
+
+#[derive(Serialize)]
+struct Ping {
+    status: &'static str,
+    org_id: Option<String>,
+    project_id: Option<String>,
+    user_email: Option<String>,
+}
+
+/// The client's start-up check: answers only for a valid key.
+async fn ping(_caller: Caller) -> axum::Json<Ping> {
+    axum::Json(Ping {
+        status: "ok",
+        org_id: None,
+        project_id: None,
+        user_email: None,
+    })
+}
+
+/// A memory as Mem0 clients read it.
+#[derive(Serialize)]
+struct Memory {
+    id: String,
+    memory: String,
+    user_id: String,
+    agent_id: Option<String>,
+    run_id: Option<String>,
+    role: Role,
+    metadata: Option<Value>,
+    categories: Vec<String>,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    score: Option<f32>,
+}
+
+impl Memory {
+    fn from_turn(t: Turn) -> Self {
+        Self {
+            id: t.id.0,
+            created_at: t.turn.event_time.unwrap_or(t.ingest_time),
+            updated_at: t.ingest_time,
+            memory: t.turn.text,
+            user_id: t.turn.scope.user_id,
+            agent_id: t.turn.scope.agent_id,
+            run_id: t.turn.scope.run_id,
+            role: t.turn.role,
+            metadata: None,
+            categories: Vec::new(),
+            score: None,
+        }
+    }
+}
+
+/// Options Mem0 clients send that aril accepts and does not act on (its memories are verbatim
+/// turns; there is no graph, no custom extraction and no async mode to switch).
+const IGNORED_OPTIONS: &[&str] = &[
+    "metadata",
+    "infer",
+    "output_format",
+    "version",
+    "async_mode",
+    "enable_graph",
+    "custom_categories",
+    "custom_instructions",
+    "includes",
+    "excludes",
+    "immutable",
+    "expiration_date",
+    "org_id",
+    "project_id",
+    "app_id",
+    "rerank",
+    "keyword_search",
+    "threshold",
+    "fields",
+    "filter_memories",
+    "page",
+    "page_size",
+    "prompt",
+    "memory_type",
+];
+
+/// Fails on a field that is neither used nor a known Mem0 option (a typo must not pass silently).
+fn reject_unknown(rest: &Map<String, Value>) -> Result<(), ApiError> {
+    match rest.keys().find(|k| !IGNORED_OPTIONS.contains(&k.as_str())) {
+        Some(k) => Err(ApiError::bad_request(format!("unknown field {k:?}"))),
+        None => Ok(()),
+    }
+}
+
+/// Scope fields, top-level or inside `filters` (flat, or an `AND` of flat objects).
+#[derive(Debug, Default)]
+struct ScopeArgs {
+    user_id: Option<String>,
+    agent_id: Option<String>,
+    run_id: Option<String>,
+}
+
+impl ScopeArgs {
+    fn take(&mut self, key: &str, value: &Value) -> Result<bool, ApiError> {
+        let slot = match key {
+            "user_id" => &mut self.user_id,
+            "agent_id" => &mut self.agent_id,
+            "run_id" => &mut self.run_id,
+            _ => return Ok(false),
+        };
+        match value {
+            Value::String(s) => {
+                if slot.as_ref().is_some_and(|old| old != s) {
+                    return Err(ApiError::bad_request(format!(
+                        "{key} is given twice with different values"
+                    )));
+                }
+                *slot = Some(s.clone());
+                Ok(true)
+            }
+            Value::Null => Ok(true),
+            _ => Err(ApiError::bad_request(format!(
+                "{key} must be a string (aril filters scopes by equality)"
+            ))),
+        }
+    }
+
+    fn add_filters(&mut self, filters: &Value) -> Result<(), ApiError> {
+        let Value::Object(map) = filters else {
+            return Err(ApiError::bad_request("filters must be an object"));
+        };
+        for (k, v) in map {
+            if k == "AND" {
+                let Value::Array(parts) = v else {
+                    return Err(ApiError::bad_request("filters.AND must be a list"));
+                };
+                for part in parts {
+                    self.add_filters(part)?;
+                }
+            } else if !self.take(k, v)? {
+                return Err(ApiError::bad_request(format!(
+                    "filter {k:?} is not supported: aril filters by user_id, agent_id and run_id"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The scope named by a body: its top-level `user_id`/`agent_id`/`run_id` and its `filters`.
+    /// Fails on any other field that is not a known Mem0 option.
+    fn gather(rest: &mut Map<String, Value>, filters: Option<&Value>) -> Result<Self, ApiError> {
+        let mut scope = Self::default();
+        for key in ["user_id", "agent_id", "run_id"] {
+            if let Some(v) = rest.remove(key) {
+                scope.take(key, &v)?;
+            }
+        }
+        if let Some(f) = filters {
+            scope.add_filters(f)?;
+        }
+        reject_unknown(rest)?;
+        Ok(scope)
+    }
+
+    fn filter(self, caller: &Caller) -> Result<ScopeFilter, ApiError> {
+        caller.filter(self.user_id, self.agent_id, self.run_id)
+    }
+}
+
+#[derive(Deserialize)]
+struct Message {
+    role: String,
+    content: Value,
+}
+
+#[derive(Deserialize)]
+struct AddBody {
+    messages: Vec<Message>,
+    filters: Option<Value>,
+    /// Unix seconds, as Mem0 sends it.
+    timestamp: Option<i64>,
+    #[serde(flatten)]
+    rest: Map<String, Value>,
+}
+
+#[derive(Serialize)]
+struct AddEvent {
+    id: String,
+    memory: String,
+    event: &'static str,
+}
+
+#[derive(Serialize)]
+struct AddResponse {
+    results: Vec<AddEvent>,
+}
+
+/// Stores the messages as turns of the conversation named by `run_id` (else `mem0`).
+async fn add(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(mut body): ApiJson<AddBody>,
+) -> Result<axum::Json<AddResponse>, ApiError> {
+    let scope = ScopeArgs::gather(&mut body.rest, body.filters.as_ref())?;
+    let filter = scope.filter(&caller)?;
+    let at = match body.timestamp {
+        Some(ts) => Some(DateTime::from_timestamp(ts, 0).ok_or_else(|| {
+            ApiError::bad_request(format!("timestamp {ts} is out of range (unix seconds)"))
+        })?),
+        None => None,
+    };
+    let mut turns = Vec::with_capacity(body.messages.len());
+    let mut texts = Vec::with_capacity(body.messages.len());
+    for (i, m) in body.messages.into_iter().enumerate() {
+        let Value::String(text) = m.content else {
+            return Err(ApiError::bad_request(format!(
+                "messages[{i}].content must be text (aril keeps text turns)"
+            )));
+        };
+        texts.push(text.clone());
+        turns.push(TurnIn {
+            role: Some(m.role),
+            text,
+            ..Default::default()
+        });
+    }
+    let defaults = TurnDefaults {
+        conversation: filter.run_id.clone().unwrap_or_else(|| "mem0".into()),
+        scope: Some(
+            Scope::new(filter.user_id, filter.agent_id, filter.run_id)
+                .map_err(|e| ApiError::bad_request(e.to_string()))?,
+        ),
+        at,
+        ..Default::default()
+    };
+    let appended = store_turns(&state, &caller, defaults, turns, false).await?;
+    let results = appended
+        .ids
+        .into_iter()
+        .zip(appended.already_stored)
+        .zip(texts)
+        .map(|((id, known), memory)| AddEvent {
+            id,
+            memory,
+            event: if known { "NONE" } else { "ADD" },
+        })
+        .collect();
+    Ok(axum::Json(AddResponse { results }))
+}
+
+#[derive(Deserialize)]
+struct SearchBody {
+    query: String,
+    filters: Option<Value>,
+    top_k: Option<usize>,
+    limit: Option<usize>,
+    #[serde(flatten)]
+    rest: Map<String, Value>,
+}
+
+#[derive(Serialize)]
+struct Results {
+    results: Vec<Memory>,
+}
+
+async fn search(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(mut body): ApiJson<SearchBody>,
+) -> Result<axum::Json<Results>, ApiError> {
+    check_query(&body.query)?;
+    let scope = ScopeArgs::gather(&mut body.rest, body.filters.as_ref())?;
+    let request = SearchRequest {
+        filter: scope.filter(&caller)?,
+        query: body.query,
+        k: check_k(body.top_k.or(body.limit))?,
+        budget: None,
+    };
+    let results = state
+        .run(move |engine| {
+            let response = engine.search(&request)?;
+            // Each hit is one turn by default; show it as that turn's memory.
+            let ids: Vec<aril_core::TurnId> = response
+                .results
+                .iter()
+                .map(|h| aril_core::TurnId(h.id.clone()))
+                .collect();
+            let turns = engine.turns(&ids)?;
+            Ok(response
+                .results
+                .into_iter()
+                .map(|hit| {
+                    let turn = turns.iter().find(|t| t.id.0 == hit.id).cloned();
+                    match turn {
+                        Some(t) => Memory {
+                            score: Some(hit.score),
+                            ..Memory::from_turn(t)
+                        },
+                        None => Memory {
+                            id: hit.id,
+                            memory: hit.text,
+                            user_id: request.filter.user_id.clone(),
+                            agent_id: request.filter.agent_id.clone(),
+                            run_id: request.filter.run_id.clone(),
+                            role: Role::User,
+                            metadata: None,
+                            categories: Vec::new(),
+                            created_at: hit.time.unwrap_or_else(Utc::now),
+                            updated_at: hit.time.unwrap_or_else(Utc::now),
+                            score: Some(hit.score),
+                        },
+                    }
+                })
+                .collect::<Vec<_>>())
+        })
+        .await?;
+    Ok(axum::Json(Results { results }))
+}
+
+#[derive(Deserialize)]
+struct GetAllBody {
+    filters: Option<Value>,
+    #[serde(flatten)]
+    rest: Map<String, Value>,
+}
+
+#[derive(Deserialize)]
+struct Paging {
+    page: Option<u64>,
+    page_size: Option<u64>,
+}
+
+#[derive(Serialize)]
+struct Page {
+    count: u64,
+    next: Option<String>,
+    previous: Option<String>,
+    results: Vec<Memory>,
+}
+
+async fn page_of(
+    state: &AppState,
+    filter: ScopeFilter,
+    page: u64,
+    page_size: u64,
+) -> Result<Page, ApiError> {
+    let page = page.max(1);
+    let size = page_size.clamp(1, 1000);
+    let (turns, count) = state
+        .run(move |engine| engine.list_turns(&filter, (page - 1) * size, size))
+        .await?;
+    Ok(Page {
+        count,
+        next: (page * size < count).then(|| format!("?page={}&page_size={size}", page + 1)),
+        previous: (page > 1).then(|| format!("?page={}&page_size={size}", page - 1)),
+        results: turns.into_iter().map(Memory::from_turn).collect(),
+    })
+}
+
+/// `POST /v3/memories/`: a page of the scope's memories, oldest first.
+async fn get_all(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiQuery(paging): ApiQuery<Paging>,
+    ApiJson(mut body): ApiJson<GetAllBody>,
+) -> Result<axum::Json<Page>, ApiError> {
+    let scope = ScopeArgs::gather(&mut body.rest, body.filters.as_ref())?;
+    let filter = scope.filter(&caller)?;
+    Ok(axum::Json(
+        page_of(
+            &state,
+            filter,
+            paging.page.unwrap_or(1),
+            paging.page_size.unwrap_or(100),
+        )
+        .await?,
+    ))
+}
+
+#[derive(Deserialize)]
+struct ScopeQuery {
+    user_id: Option<String>,
+    agent_id: Option<String>,
+    run_id: Option<String>,
+    app_id: Option<String>,
+    page: Option<u64>,
+    page_size: Option<u64>,
+}
+
+/// `GET /memories?user_id=…` (open-source server) and `GET /v1/memories/?user_id=…` (v1 clients).
+async fn get_all_query(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiQuery(q): ApiQuery<ScopeQuery>,
+) -> Result<axum::Json<Page>, ApiError> {
+    let filter = caller.filter(q.user_id, q.agent_id, q.run_id)?;
+    Ok(axum::Json(
+        page_of(
+            &state,
+            filter,
+            q.page.unwrap_or(1),
+            q.page_size.unwrap_or(100),
+        )
+        .await?,
+    ))
+}
+
+async fn get_one(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<axum::Json<Memory>, ApiError> {
+    let found = state
+        .run(move |engine| engine.turns(&[aril_core::TurnId(id)]))
+        .await?
+        .into_iter()
+        .next()
+        // A memory of another user is reported as missing, not as forbidden: no existence leak.
+        .filter(|t| caller.may_access(&t.turn.scope.user_id))
+        .ok_or_else(|| ApiError::not_found("no memory with this id in your scope"))?;
+    Ok(axum::Json(Memory::from_turn(found)))
+}
+
+/// Update, single delete and history of one memory.
+async fn not_versioned(_caller: Caller) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_IMPLEMENTED,
+        "not_supported",
+        "aril keeps turns verbatim and append-only; per-memory update, delete and history come \
+         with memory cards. Delete a whole scope with DELETE /v1/memories/?user_id=… (or \
+         ?run_id=…) instead",
+    )
+}
+
+#[derive(Serialize)]
+struct Message2 {
+    message: String,
+}
+
+/// `DELETE /v1/memories/?user_id=…`: deletes a scope. Without any scope it is refused, whatever
+/// the key (Mem0 issue #3746: a scope-less delete_all wiped every user); use `/v1/reset`.
+async fn delete_all(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiQuery(q): ApiQuery<ScopeQuery>,
+) -> Result<axum::Json<Message2>, ApiError> {
+    if q.user_id.is_none() && q.agent_id.is_none() && q.run_id.is_none() {
+        return Err(ApiError::bad_request(format!(
+            "delete_all needs a scope (user_id, agent_id or run_id){}; to delete every user, \
+             POST /v1/reset with an admin key and {{\"confirm\": \"{CONFIRM}\"}}",
+            if q.app_id.is_some() {
+                " — app_id is not a scope in aril"
+            } else {
+                ""
+            }
+        )));
+    }
+    let filter = caller.filter(q.user_id, q.agent_id, q.run_id)?;
+    let report = state.run(move |engine| engine.delete(&filter)).await?;
+    Ok(axum::Json(Message2 {
+        message: format!(
+            "Memories deleted successfully! ({} turns, {} segments)",
+            report.turns, report.segments
+        ),
+    }))
+}
+
+#[derive(Serialize)]
+struct Entity {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    name: String,
+}
+
+#[derive(Serialize)]
+struct Entities {
+    results: Vec<Entity>,
+}
+
+/// The users the caller can see: all for an admin key, its own for a user key.
+async fn entities(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<axum::Json<Entities>, ApiError> {
+    let users = state.run(|engine| engine.users()).await?;
+    let results = users
+        .into_iter()
+        .filter(|u| caller.may_access(u))
+        .map(|name| Entity { kind: "user", name })
+        .collect();
+    Ok(axum::Json(Entities { results }))
+}
+
+async fn delete_entity(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((kind, name)): Path<(String, String)>,
+) -> Result<axum::Json<Message2>, ApiError> {
+    let filter = match kind.as_str() {
+        "user" => caller.filter(Some(name), None, None)?,
+        "agent" => caller.filter(None, Some(name), None)?,
+        "run" => caller.filter(None, None, Some(name))?,
+        other => {
+            return Err(ApiError::bad_request(format!(
+                "entity type {other:?}: aril has user, agent and run"
+            )));
+        }
+    };
+    state.run(move |engine| engine.delete(&filter)).await?;
+    Ok(axum::Json(Message2 {
+        message: "Entity deleted successfully.".into(),
+    }))
+}
+
+/// The confirmation a scope-less reset must carry.
+pub const CONFIRM: &str = "delete all memories";
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct ResetBody {
+    confirm: Option<String>,
+}
+
+/// Deletes every user: admin keys only, with the confirmation phrase.
+async fn reset(
+    State(state): State<AppState>,
+    caller: Caller,
+    body: axum::body::Bytes,
+) -> Result<axum::Json<Message2>, ApiError> {
+    if caller.grant != Grant::Admin {
+        return Err(ApiError::forbidden(
+            "reset deletes every user: it needs an admin key",
+        ));
+    }
+    let body: ResetBody = if body.is_empty() {
+        ResetBody::default()
+    } else {
+        serde_json::from_slice(&body)
+            .map_err(|e| ApiError::bad_request(format!("reset body: {e}")))?
+    };
+    let confirmed = body.confirm.is_some_and(|c| c == CONFIRM);
+    if !confirmed {
+        return Err(ApiError::bad_request(format!(
+            "reset deletes every user: send {{\"confirm\": \"{CONFIRM}\"}} to go ahead"
+        )));
+    }
+    let deleted = state
+        .run(|engine| {
+            let users = engine.users()?;
+            for u in &users {
+                engine.delete(&ScopeFilter {
+                    user_id: u.clone(),
+                    agent_id: None,
+                    run_id: None,
+                })?;
+            }
+            Ok(users.len())
+        })
+        .await?;
+    Ok(axum::Json(Message2 {
+        message: format!("Reset: {deleted} users deleted."),
+    }))
+}

@@ -1,0 +1,267 @@
+//! The native API under `/v1`: append turns, recall, list turns and segments, delete a scope,
+//! stats, and the health probes. Request bodies reject unknown fields, so a typo is an error and
+//! not a silently ignored option.
+
+use aril_engine::{
+    DeleteReport, Grant, IngestOptions, IngestReport, Scope, SearchRequest, SearchResponse,
+    TurnDefaults, TurnIn,
+};
+use std::collections::HashSet;
+
+use aril_core::{NewTurn, Segment, Turn, TurnId};
+use axum::Router;
+use axum::extract::State;
+use axum::routing::{delete, get, post};
+use chrono::Utc;
+use serde::{Deserialize, Serialize};
+
+use crate::auth::Caller;
+use crate::extract::{ApiJson, ApiQuery};
+use crate::{ApiError, AppState};
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/health", get(health))
+        .route("/ready", get(ready))
+        .route("/v1/turns", post(append_turns).get(list_turns))
+        .route("/v1/search", post(search))
+        .route("/v1/segments", get(list_segments))
+        .route("/v1/scopes", delete(delete_scope))
+        .route("/v1/stats", get(stats))
+}
+
+#[derive(Serialize)]
+struct Status {
+    status: &'static str,
+}
+
+async fn health() -> axum::Json<Status> {
+    axum::Json(Status { status: "ok" })
+}
+
+/// Ready when the engine answers (its model loads on first use; a missing model shows here).
+async fn ready(State(state): State<AppState>) -> Result<axum::Json<Status>, ApiError> {
+    state.run(|engine| engine.stats().map(|_| ())).await?;
+    Ok(axum::Json(Status { status: "ready" }))
+}
+
+/// Scope fields that many requests share.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct ScopeParams {
+    pub user_id: Option<String>,
+    pub agent_id: Option<String>,
+    pub run_id: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AppendTurns {
+    turns: Vec<TurnIn>,
+    /// Defaults for turns that leave them out.
+    user_id: Option<String>,
+    agent_id: Option<String>,
+    run_id: Option<String>,
+    conversation: Option<String>,
+    /// Close each conversation's open segment after these turns (the end of a thread).
+    #[serde(default)]
+    flush: bool,
+}
+
+#[derive(Serialize)]
+pub(crate) struct Appended {
+    /// The stable id of every turn sent, in order (also for those already stored).
+    pub ids: Vec<String>,
+    /// For each turn sent, whether it was stored before this request (same stable id).
+    pub already_stored: Vec<bool>,
+    pub report: IngestReport,
+}
+
+/// Checks and stores turns for the caller; nothing is stored when one turn is bad.
+pub(crate) async fn store_turns(
+    state: &AppState,
+    caller: &Caller,
+    defaults: TurnDefaults,
+    turns: Vec<TurnIn>,
+    flush: bool,
+) -> Result<Appended, ApiError> {
+    if turns.is_empty() {
+        return Err(ApiError::bad_request("no turns given"));
+    }
+    let now = Utc::now();
+    let mut checked = Vec::with_capacity(turns.len());
+    for (i, t) in turns.into_iter().enumerate() {
+        let turn = t
+            .into_turn(&defaults, now)
+            .map_err(|e| ApiError::bad_request(format!("turn {i}: {e}")))?;
+        if !caller.may_access(&turn.scope.user_id) {
+            return Err(ApiError::forbidden(format!(
+                "turn {i}: this API key is bound to another user than {:?}",
+                turn.scope.user_id
+            )));
+        }
+        checked.push(turn);
+    }
+    let ids: Vec<TurnId> = checked.iter().map(NewTurn::id).collect();
+    let asked = ids.clone();
+    let (known, report) = state
+        .run(move |engine| {
+            let known: HashSet<TurnId> = engine.turns(&asked)?.into_iter().map(|t| t.id).collect();
+            let report = engine.ingest(
+                checked,
+                &IngestOptions { flush },
+                &mut |_| {},
+                &std::sync::atomic::AtomicBool::new(false),
+            )?;
+            Ok((known, report))
+        })
+        .await?;
+    Ok(Appended {
+        already_stored: ids.iter().map(|id| known.contains(id)).collect(),
+        ids: ids.into_iter().map(|id| id.0).collect(),
+        report,
+    })
+}
+
+async fn append_turns(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<AppendTurns>,
+) -> Result<axum::Json<Appended>, ApiError> {
+    let scope = match (&caller.grant, body.user_id) {
+        (_, Some(user)) => Some(caller.filter(Some(user), body.agent_id, body.run_id)?),
+        (Grant::User(own), None) => {
+            Some(caller.filter(Some(own.clone()), body.agent_id, body.run_id)?)
+        }
+        (Grant::Admin, None) => None,
+    };
+    let defaults = TurnDefaults {
+        scope: scope
+            .map(|f| Scope::new(f.user_id, f.agent_id, f.run_id))
+            .transpose()
+            .map_err(|e| ApiError::bad_request(e.to_string()))?,
+        conversation: body.conversation.unwrap_or_else(|| "default".into()),
+        ..Default::default()
+    };
+    Ok(axum::Json(
+        store_turns(&state, &caller, defaults, body.turns, body.flush).await?,
+    ))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SearchBody {
+    query: String,
+    user_id: Option<String>,
+    agent_id: Option<String>,
+    run_id: Option<String>,
+    /// Units to return (1–1000; default from the configuration).
+    k: Option<usize>,
+    /// o200k tokens the returned texts may use together.
+    budget: Option<usize>,
+}
+
+pub(crate) fn check_k(k: Option<usize>) -> Result<Option<usize>, ApiError> {
+    match k {
+        Some(k) if !(1..=1000).contains(&k) => Err(ApiError::bad_request(format!(
+            "k (top_k) must be between 1 and 1000, got {k}"
+        ))),
+        k => Ok(k),
+    }
+}
+
+pub(crate) fn check_query(query: &str) -> Result<(), ApiError> {
+    if query.trim().is_empty() {
+        return Err(ApiError::bad_request("query must not be empty"));
+    }
+    Ok(())
+}
+
+async fn search(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<SearchBody>,
+) -> Result<axum::Json<SearchResponse>, ApiError> {
+    check_query(&body.query)?;
+    let request = SearchRequest {
+        filter: caller.filter(body.user_id, body.agent_id, body.run_id)?,
+        query: body.query,
+        k: check_k(body.k)?,
+        budget: body.budget,
+    };
+    Ok(axum::Json(
+        state.run(move |engine| engine.search(&request)).await?,
+    ))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PageParams {
+    user_id: Option<String>,
+    agent_id: Option<String>,
+    run_id: Option<String>,
+    #[serde(default)]
+    offset: u64,
+    limit: Option<u64>,
+}
+
+#[derive(Serialize)]
+struct TurnPage {
+    total: u64,
+    turns: Vec<Turn>,
+}
+
+async fn list_turns(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiQuery(p): ApiQuery<PageParams>,
+) -> Result<axum::Json<TurnPage>, ApiError> {
+    let filter = caller.filter(p.user_id, p.agent_id, p.run_id)?;
+    let limit = p.limit.unwrap_or(100).clamp(1, 1000);
+    let (turns, total) = state
+        .run(move |engine| engine.list_turns(&filter, p.offset, limit))
+        .await?;
+    Ok(axum::Json(TurnPage { total, turns }))
+}
+
+#[derive(Serialize)]
+struct Segments {
+    segments: Vec<Segment>,
+}
+
+async fn list_segments(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiQuery(p): ApiQuery<ScopeParams>,
+) -> Result<axum::Json<Segments>, ApiError> {
+    let filter = caller.filter(p.user_id, p.agent_id, p.run_id)?;
+    let segments = state.run(move |engine| engine.segments(&filter)).await?;
+    Ok(axum::Json(Segments { segments }))
+}
+
+/// Deletes a scope: its turns, segments, index entries and cached vectors, from every file.
+async fn delete_scope(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiQuery(p): ApiQuery<ScopeParams>,
+) -> Result<axum::Json<DeleteReport>, ApiError> {
+    let filter = caller.filter(p.user_id, p.agent_id, p.run_id)?;
+    Ok(axum::Json(
+        state.run(move |engine| engine.delete(&filter)).await?,
+    ))
+}
+
+/// Store-wide counts: for admin keys only, since they span users.
+async fn stats(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<axum::Json<serde_json::Value>, ApiError> {
+    if caller.grant != Grant::Admin {
+        return Err(ApiError::forbidden(
+            "stats span every user: use an admin key",
+        ));
+    }
+    let stats = state.run(|engine| engine.stats()).await?;
+    serde_json::to_value(stats)
+        .map(axum::Json)
+        .map_err(|e| ApiError::internal(e.to_string()))
+}

@@ -1,0 +1,399 @@
+//! The HTTP API end to end: a real server on a loopback port over a real engine (SQLite, tantivy,
+//! the MiniLM embedder fetched by `scripts/fetch-model`), driven with a real HTTP client.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use aril_engine::{Config, Engine};
+use aril_server::AppState;
+use reqwest::{Client, StatusCode};
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+
+struct Server {
+    base: String,
+    user_key: String,
+    admin_key: String,
+    dir: tempfile::TempDir,
+    stop: Option<oneshot::Sender<()>>,
+    done: tokio::task::JoinHandle<()>,
+    http: Client,
+}
+
+impl Server {
+    async fn start() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let mut engine = Engine::open(dir.path(), Config::default()).unwrap();
+        let user_key = engine.create_api_key(Some("alice")).unwrap();
+        let admin_key = engine.create_api_key(None).unwrap();
+        let state = AppState::new(engine, true).unwrap();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let (ready_tx, ready_rx) = oneshot::channel::<SocketAddr>();
+        let done = tokio::spawn(async move {
+            aril_server::serve(
+                state,
+                "127.0.0.1:0".parse().unwrap(),
+                move |addr| {
+                    let _ = ready_tx.send(addr);
+                },
+                async {
+                    let _ = stopped.await;
+                },
+            )
+            .await
+            .unwrap();
+        });
+        let addr = ready_rx.await.unwrap();
+        Self {
+            base: format!("http://{addr}"),
+            user_key,
+            admin_key,
+            dir,
+            stop: Some(stop),
+            done,
+            http: Client::new(),
+        }
+    }
+
+    async fn call(
+        &self,
+        method: &str,
+        path: &str,
+        key: &str,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
+        let mut req = self
+            .http
+            .request(method.parse().unwrap(), format!("{}{path}", self.base))
+            .header("Authorization", format!("Token {key}"));
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let resp = req.send().await.unwrap();
+        let status = resp.status();
+        let text = resp.text().await.unwrap();
+        let value = serde_json::from_str(&text)
+            .unwrap_or_else(|_| panic!("{method} {path}: body is not JSON: {text:?}"));
+        (status, value)
+    }
+
+    async fn stop(mut self) -> tempfile::TempDir {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        self.done.await.unwrap();
+        self.dir
+    }
+}
+
+fn count_files_containing(dir: &Path, needle: &[u8]) -> Vec<PathBuf> {
+    let mut hits = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let bytes = std::fs::read(&path).unwrap();
+                if bytes.windows(needle.len()).any(|w| w == needle) {
+                    hits.push(path);
+                }
+            }
+        }
+    }
+    hits
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_key_reaches_its_own_user_only() {
+    let s = Server::start().await;
+    let (st, _) = s
+        .call(
+            "POST",
+            "/v1/turns",
+            &s.admin_key,
+            Some(json!({
+                "user_id": "bob",
+                "turns": [{"text": "Bob's locker code is 4417.", "role": "user"}]
+            })),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK);
+    let (st, added) = s
+        .call(
+            "POST",
+            "/v1/turns",
+            &s.user_key,
+            Some(json!({
+                "turns": [{"text": "I keep my bike in the garage.", "at": "2024-05-01T10:00:00Z"}]
+            })),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{added}");
+    let alice_id = added["ids"][0].as_str().unwrap().to_string();
+
+    // Alice's key cannot search, list or delete Bob.
+    for (method, path, body) in [
+        (
+            "POST",
+            "/v1/search",
+            Some(json!({"query": "locker", "user_id": "bob"})),
+        ),
+        ("GET", "/v1/turns?user_id=bob", None),
+        ("DELETE", "/v1/scopes?user_id=bob", None),
+        (
+            "POST",
+            "/v3/memories/search/",
+            Some(json!({"query": "locker", "filters": {"user_id": "bob"}})),
+        ),
+        ("DELETE", "/v1/memories/?user_id=bob", None),
+    ] {
+        let (st, err) = s.call(method, path, &s.user_key, body).await;
+        assert_eq!(st, StatusCode::FORBIDDEN, "{method} {path}: {err}");
+        assert_eq!(err["error"]["code"], "forbidden");
+    }
+    // Her own search never shows Bob's turn, even for Bob's words.
+    let (st, found) = s
+        .call(
+            "POST",
+            "/v1/search",
+            &s.user_key,
+            Some(json!({"query": "locker code"})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK);
+    assert!(!found.to_string().contains("4417"), "{found}");
+    // Bob's memory by id is "not found" for Alice, found for the admin.
+    let (_, bob_page) = s
+        .call("GET", "/v1/turns?user_id=bob", &s.admin_key, None)
+        .await;
+    let bob_id = bob_page["turns"][0]["id"].as_str().unwrap().to_string();
+    let (st, _) = s
+        .call("GET", &format!("/v1/memories/{bob_id}/"), &s.user_key, None)
+        .await;
+    assert_eq!(st, StatusCode::NOT_FOUND);
+    let (st, m) = s
+        .call(
+            "GET",
+            &format!("/v1/memories/{alice_id}/"),
+            &s.user_key,
+            None,
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK);
+    assert_eq!(m["memory"], "I keep my bike in the garage.");
+    assert_eq!(m["created_at"], "2024-05-01T10:00:00Z");
+    // No key, a wrong key: 401.
+    let (st, _) = s.call("GET", "/v1/ping/", "aril_not_a_key", None).await;
+    assert_eq!(st, StatusCode::UNAUTHORIZED);
+    // Stats span users: admin only.
+    let (st, _) = s.call("GET", "/v1/stats", &s.user_key, None).await;
+    assert_eq!(st, StatusCode::FORBIDDEN);
+    let (st, stats) = s.call("GET", "/v1/stats", &s.admin_key, None).await;
+    assert_eq!(st, StatusCode::OK);
+    assert_eq!(stats["turns"], 2);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scope_less_deletion_is_refused_and_reset_needs_admin_and_confirmation() {
+    let s = Server::start().await;
+    for user in ["alice", "carol"] {
+        let (st, _) = s
+            .call("POST", "/v3/memories/add/", &s.admin_key, Some(json!({
+                "user_id": user, "messages": [{"role": "user", "content": format!("{user} likes tea")}]
+            })))
+            .await;
+        assert_eq!(st, StatusCode::OK);
+    }
+    let (st, err) = s.call("DELETE", "/v1/memories/", &s.admin_key, None).await;
+    assert_eq!(st, StatusCode::BAD_REQUEST, "{err}");
+    let (st, _) = s
+        .call(
+            "POST",
+            "/v1/reset",
+            &s.user_key,
+            Some(json!({"confirm": "delete all memories"})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::FORBIDDEN);
+    let (st, _) = s
+        .call("POST", "/v1/reset", &s.admin_key, Some(json!({})))
+        .await;
+    assert_eq!(st, StatusCode::BAD_REQUEST);
+    let (_, stats) = s.call("GET", "/v1/stats", &s.admin_key, None).await;
+    assert_eq!(
+        stats["turns"], 2,
+        "nothing was deleted by the refused calls"
+    );
+    let (st, _) = s
+        .call(
+            "POST",
+            "/v1/reset",
+            &s.admin_key,
+            Some(json!({"confirm": "delete all memories"})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK);
+    let (_, stats) = s.call("GET", "/v1/stats", &s.admin_key, None).await;
+    assert_eq!(stats["turns"], 0);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_scope_leaves_no_trace_in_any_file() {
+    let s = Server::start().await;
+    let token = "zqxjvorpal7731";
+    let (st, _) = s
+        .call(
+            "POST",
+            "/v1/turns",
+            &s.user_key,
+            Some(json!({
+                "run_id": "r1", "flush": true,
+                "turns": [
+                    {"text": format!("My vault passphrase is {token}, remember it.")},
+                    {"text": "Also I water the plants on Sundays."}
+                ]
+            })),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK);
+    let (st, found) = s
+        .call(
+            "POST",
+            "/v1/search",
+            &s.user_key,
+            Some(json!({"query": "vault passphrase"})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK);
+    assert!(
+        found.to_string().contains(token),
+        "stored and found before deletion"
+    );
+    assert!(!count_files_containing(s.dir.path(), token.as_bytes()).is_empty());
+
+    let (st, report) = s
+        .call(
+            "DELETE",
+            "/v1/scopes?user_id=alice&run_id=r1",
+            &s.user_key,
+            None,
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{report}");
+    assert_eq!(report["turns"], 2);
+    let (_, found) = s
+        .call(
+            "POST",
+            "/v1/search",
+            &s.user_key,
+            Some(json!({"query": "vault passphrase"})),
+        )
+        .await;
+    assert!(!found.to_string().contains(token), "{found}");
+    let dir = s.stop().await;
+    let hits = count_files_containing(dir.path(), token.as_bytes());
+    assert!(hits.is_empty(), "token still on disk in {hits:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_gets_a_json_4xx_and_stores_nothing() {
+    let s = Server::start().await;
+    let cases: Vec<(&str, &str, Value)> = vec![
+        ("POST", "/v1/turns", json!({"turns": []})),
+        ("POST", "/v1/turns", json!({"turns": [{"text": "   "}]})),
+        (
+            "POST",
+            "/v1/turns",
+            json!({"turns": [{"text": "hi", "at": "last tuesday"}]}),
+        ),
+        (
+            "POST",
+            "/v1/turns",
+            json!({"turns": [{"text": "hi", "role": "robot"}]}),
+        ),
+        (
+            "POST",
+            "/v1/turns",
+            json!({"turns": [{"text": "hi", "mood": "happy"}]}),
+        ),
+        (
+            "POST",
+            "/v1/turns",
+            json!({"turns": [{"text": "ok"}, {"text": ""}]}),
+        ),
+        ("POST", "/v1/search", json!({"query": ""})),
+        ("POST", "/v1/search", json!({"query": "x", "k": 0})),
+        (
+            "POST",
+            "/v3/memories/add/",
+            json!({"messages": [{"role": "user", "content": [{"type": "image"}]}]}),
+        ),
+        (
+            "POST",
+            "/v3/memories/add/",
+            json!({"messages": [{"role": "user", "content": "x"}], "colour": "red"}),
+        ),
+        (
+            "POST",
+            "/v3/memories/add/",
+            json!({"messages": [{"role": "user", "content": "x"}], "timestamp": i64::MAX}),
+        ),
+        (
+            "POST",
+            "/v3/memories/search/",
+            json!({"query": "x", "filters": {"OR": [{"user_id": "alice"}]}}),
+        ),
+    ];
+    for (method, path, body) in cases {
+        let (st, err) = s.call(method, path, &s.user_key, Some(body.clone())).await;
+        assert!(st.is_client_error(), "{method} {path} {body}: {st} {err}");
+        assert!(
+            err["error"]["code"].is_string() && err["error"]["message"].is_string(),
+            "{err}"
+        );
+    }
+    // Not JSON, invalid UTF-8, too large, wrong content type.
+    let raw = |body: Vec<u8>, ctype: &str| {
+        s.http
+            .post(format!("{}/v1/turns", s.base))
+            .header("Authorization", format!("Token {}", s.user_key))
+            .header("Content-Type", ctype.to_string())
+            .body(body)
+    };
+    for (req, want) in [
+        (
+            raw(b"{not json".to_vec(), "application/json"),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            raw(
+                b"{\"turns\": [{\"text\": \"\xff\xfe\"}]}".to_vec(),
+                "application/json",
+            ),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            raw(
+                vec![b' '; aril_server::MAX_BODY_BYTES + 10],
+                "application/json",
+            ),
+            StatusCode::PAYLOAD_TOO_LARGE,
+        ),
+        (
+            raw(b"{}".to_vec(), "text/plain"),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        ),
+    ] {
+        let resp = req.send().await.unwrap();
+        assert_eq!(resp.status(), want);
+        let v: Value = resp.json().await.unwrap();
+        assert!(v["error"]["code"].is_string(), "{v}");
+    }
+    let (_, stats) = s.call("GET", "/v1/stats", &s.admin_key, None).await;
+    assert_eq!(stats["turns"], 0, "no bad request stored anything");
+    s.stop().await;
+}
