@@ -62,7 +62,7 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        if self.status.is_server_error() {
+        if self.status == StatusCode::INTERNAL_SERVER_ERROR {
             tracing::error!(code = self.code, message = %self.message, "request failed");
         }
         let body = ErrorBody {

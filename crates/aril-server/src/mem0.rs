@@ -67,8 +67,9 @@ pub fn routes() -> Router<AppState> {
 #[derive(Serialize)]
 struct Ping {
     status: &'static str,
-    org_id: Option<String>,
-    project_id: Option<String>,
+    /// The client insists on an organisation and a project; aril has one of each per server.
+    org_id: &'static str,
+    project_id: &'static str,
     user_email: Option<String>,
 }
 
@@ -76,8 +77,8 @@ struct Ping {
 async fn ping(_caller: Caller) -> axum::Json<Ping> {
     axum::Json(Ping {
         status: "ok",
-        org_id: None,
-        project_id: None,
+        org_id: "aril",
+        project_id: "default",
         user_email: None,
     })
 }

@@ -1,0 +1,129 @@
+"""Drives `aril serve` with the official mem0ai client (and plain HTTP for the routes of Mem0's
+open-source server), to prove Mem0 code moves over by changing its base URL.
+
+    python tests/mem0_client.py PATH_TO_ARIL_BINARY
+
+Starts its own server on a free loopback port with a fresh data directory, stops it at the end.
+Exits non-zero on the first failed check and ends with the line 'N passed, 0 failed'.
+"""
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import httpx
+from mem0 import MemoryClient
+
+ARIL = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "target/debug/aril")
+checks = []
+
+
+def check(name, condition, detail=""):
+    if not condition:
+        print(f"FAIL {name}: {detail}", file=sys.stderr)
+        print(f"{len(checks)} passed, 1 failed")
+        sys.exit(1)
+    checks.append(name)
+    print(f"ok   {name}")
+
+
+def raises(fn):
+    try:
+        fn()
+    except Exception as e:  # the client turns HTTP errors into its own exception classes
+        return e
+    return None
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main():
+    data = tempfile.mkdtemp(prefix="aril-mem0-")
+    run = lambda *a: subprocess.run([ARIL, "--data-dir", data, *a], check=True, capture_output=True, text=True).stdout.strip()
+    alice_key = run("keys", "create", "--user", "alice")
+    admin_key = run("keys", "create", "--admin")
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    server = subprocess.Popen([ARIL, "--data-dir", data, "serve", "--bind", f"127.0.0.1:{port}"], stdout=subprocess.PIPE, text=True)
+    try:
+        line = server.stdout.readline()
+        check("server starts", "serving on" in line, line)
+
+        client = MemoryClient(api_key=alice_key, host=base)
+        check("client init pings /v1/ping/", client.user_email is None)
+
+        added = client.add(
+            [
+                {"role": "user", "content": "I'm vegetarian and allergic to peanuts."},
+                {"role": "assistant", "content": "Noted, no peanuts and no meat."},
+            ],
+            user_id="alice",
+        )
+        ids = [r["id"] for r in added["results"]]
+        check("add returns the kept turns", len(ids) == 2 and added["results"][0]["event"] == "ADD", added)
+        client.add("I moved to Porto last spring.", user_id="alice")
+        again = client.add("I moved to Porto last spring.", user_id="alice", timestamp=1700000000)
+        check("add with a timestamp", again["results"][0]["event"] == "ADD", again)
+
+        found = client.search("what food can't she eat?", filters={"user_id": "alice"}, top_k=3)
+        texts = [r["memory"] for r in found["results"]]
+        check("search finds the allergy", any("peanuts" in t for t in texts), texts)
+        check("search scores results", all("score" in r for r in found["results"]), found)
+
+        page = client.get_all(filters={"user_id": "alice"})
+        check("get_all pages the memories", page["count"] == 4 and len(page["results"]) == 4, page)
+        small = client.get_all(filters={"user_id": "alice"}, page=1, page_size=2)
+        check("get_all honours page_size", len(small["results"]) == 2 and small["next"], small)
+
+        one = client.get(ids[0])
+        check("get returns one memory", one["memory"].startswith("I'm vegetarian"), one)
+
+        err = raises(lambda: client.search("x", filters={"user_id": "bob"}))
+        check("another user's scope is refused", err is not None and ("403" in str(err) or "another user" in str(err)), err)
+        check("update is refused, not faked", raises(lambda: client.update(ids[0], text="new")) is not None)
+        check("history is refused, not faked", raises(lambda: client.history(ids[0])) is not None)
+
+        users = client.users()
+        check("users lists alice only", [e["name"] for e in users["results"]] == ["alice"], users)
+
+        admin = MemoryClient(api_key=admin_key, host=base)
+        check("scope-less delete_all is refused", raises(lambda: admin.delete_all()) is not None)
+        check("nothing was deleted by it", client.get_all(filters={"user_id": "alice"})["count"] == 4)
+        client.delete_all(user_id="alice")
+        check("delete_all(user_id) empties the scope", client.get_all(filters={"user_id": "alice"})["count"] == 0)
+
+        # Mem0's open-source REST server routes, with a plain HTTP client.
+        h = {"Authorization": f"Token {alice_key}"}
+        r = httpx.post(f"{base}/memories", headers=h, json={"messages": [{"role": "user", "content": "My sister lives in Lyon."}], "user_id": "alice"})
+        check("OSS POST /memories", r.status_code == 200 and r.json()["results"][0]["event"] == "ADD", r.text)
+        r = httpx.get(f"{base}/memories", headers=h, params={"user_id": "alice"})
+        check("OSS GET /memories", r.status_code == 200 and r.json()["count"] == 1, r.text)
+        r = httpx.post(f"{base}/search", headers=h, json={"query": "where does her sister live", "user_id": "alice"})
+        check("OSS POST /search", r.status_code == 200 and "Lyon" in r.json()["results"][0]["memory"], r.text)
+        mid = r.json()["results"][0]["id"]
+        r = httpx.get(f"{base}/memories/{mid}", headers=h)
+        check("OSS GET /memories/{id}", r.status_code == 200 and r.json()["id"] == mid, r.text)
+        r = httpx.delete(f"{base}/memories", headers=h, params={"user_id": "alice"})
+        check("OSS DELETE /memories?user_id", r.status_code == 200, r.text)
+        r = httpx.post(f"{base}/reset", headers={"Authorization": f"Token {admin_key}"}, json={"confirm": "delete all memories"})
+        check("OSS POST /reset with admin key and confirmation", r.status_code == 200, r.text)
+
+        client.add("Temporary note.", user_id="alice")
+        client.reset()
+        check("client.reset deletes the caller's users", client.get_all(filters={"user_id": "alice"})["count"] == 0)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    check("server stops cleanly on SIGTERM", server.returncode == 0, server.returncode)
+    print(f"{len(checks)} passed, 0 failed")
+
+
+if __name__ == "__main__":
+    main()
