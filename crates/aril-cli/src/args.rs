@@ -53,6 +53,8 @@ pub enum Command {
     Bench(BenchCmd),
     /// Serve the native and Mem0-compatible HTTP API over the data directory.
     Serve(ServeCmd),
+    /// Serve the memory tools over MCP on stdin/stdout (for Claude Desktop, Cursor and the like).
+    Mcp,
     /// Manage API keys for `aril serve`.
     #[command(subcommand)]
     Keys(KeysCmd),

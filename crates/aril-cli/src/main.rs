@@ -90,5 +90,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Bench(cmd) => bench::run(&cli, cmd),
         Command::Serve(cmd) => serve::run(open(&cli)?, cmd),
         Command::Keys(cmd) => serve::keys(open(&cli)?, cmd),
+        Command::Mcp => serve::mcp(open(&cli)?),
     }
 }

@@ -1,4 +1,4 @@
-//! `aril serve` and `aril keys`: open the engine, hand it to `aril-server`, stop cleanly on
+//! `aril serve`, `aril mcp` and `aril keys`: open the engine, hand it to `aril-server`, stop cleanly on
 //! Ctrl-C or SIGTERM (requests in flight finish; every acknowledged write is already durable).
 
 use anyhow::{Context, bail};
@@ -29,6 +29,14 @@ pub fn run(engine: Engine, cmd: &ServeCmd) -> anyhow::Result<()> {
         shutdown_signal(),
     ))?;
     eprintln!("aril stopped");
+    Ok(())
+}
+
+/// `aril mcp`: the MCP tools over stdio, as the local user (stdout carries the protocol only).
+pub fn mcp(engine: Engine) -> anyhow::Result<()> {
+    let state = AppState::new(engine, false)?;
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    runtime.block_on(aril_server::serve_mcp_stdio(state))?;
     Ok(())
 }
 

@@ -2,7 +2,9 @@
 //! - the native API (`/v1/turns`, `/v1/search`, `/v1/segments`, `/v1/scopes`, `/v1/stats`,
 //!   `/health`, `/ready`), see [`native`];
 //! - a Mem0-compatible API (the routes the `mem0ai` client and Mem0's open-source server use),
-//!   see [`mem0`].
+//!   see [`mem0`];
+//! - an MCP server at `/mcp` (streamable HTTP), the same tools `aril mcp` serves over stdio, see
+//!   [`mcp`].
 //!
 //! Every request but the health probes presents an API key; every scope comes from the key's
 //! grant ([`auth`]). Engine calls run one at a time on the blocking pool ([`state`]); a write is
@@ -11,6 +13,7 @@
 mod auth;
 mod error;
 mod extract;
+pub mod mcp;
 pub mod mem0;
 pub mod native;
 mod state;
@@ -18,8 +21,15 @@ mod state;
 use std::future::Future;
 use std::net::SocketAddr;
 
+use std::sync::Arc;
+
 use axum::Router;
-use axum::extract::DefaultBodyLimit;
+use axum::extract::{DefaultBodyLimit, FromRequestParts, Request, State};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use rmcp::ServiceExt;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
 pub use auth::Caller;
 pub use error::ApiError;
@@ -38,6 +48,8 @@ pub enum ServerError {
     },
     #[error("the server failed: {0}")]
     Serve(std::io::Error),
+    #[error("the MCP session failed: {0}")]
+    Mcp(String),
     #[error(
         "refusing to serve without API keys on {0}: it is not a loopback address; create a key \
          with `aril keys create --user USER` or bind to 127.0.0.1"
@@ -47,11 +59,48 @@ pub enum ServerError {
 
 /// The whole API.
 pub fn router(state: AppState) -> Router {
+    let tools = state.clone();
+    let mcp = Router::new()
+        .nest_service(
+            "/mcp",
+            StreamableHttpService::new(
+                move || Ok(mcp::MemoryTools::http(tools.clone())),
+                Arc::new(LocalSessionManager::default()),
+                StreamableHttpServerConfig::default(),
+            ),
+        )
+        .layer(middleware::from_fn_with_state(state.clone(), require_key));
     native::routes()
         .merge(mem0::routes())
         .fallback(|| async { ApiError::not_found("no such route: see the README for the API") })
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
+        .merge(mcp)
+}
+
+/// Authenticates an MCP request and hands the caller to the tools through the request.
+async fn require_key(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let (mut parts, body) = request.into_parts();
+    match Caller::from_request_parts(&mut parts, &state).await {
+        Ok(caller) => {
+            parts.extensions.insert(caller);
+            next.run(Request::from_parts(parts, body)).await
+        }
+        Err(e) => e.into_response(),
+    }
+}
+
+/// Serves the MCP tools over stdin/stdout until the client closes them.
+pub async fn serve_mcp_stdio(state: AppState) -> Result<(), ServerError> {
+    let running = mcp::MemoryTools::local(state)
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| ServerError::Mcp(e.to_string()))?;
+    running
+        .waiting()
+        .await
+        .map_err(|e| ServerError::Mcp(e.to_string()))?;
+    Ok(())
 }
 
 /// Refuses an open (key-less) server anywhere but on loopback.

@@ -18,6 +18,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{delete, get, post};
 use chrono::{DateTime, Utc};
+use rmcp::schemars;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -85,7 +86,7 @@ async fn ping(_caller: Caller) -> axum::Json<Ping> {
 
 /// A memory as Mem0 clients read it.
 #[derive(Serialize)]
-struct Memory {
+pub(crate) struct Memory {
     id: String,
     memory: String,
     user_id: String,
@@ -101,7 +102,7 @@ struct Memory {
 }
 
 impl Memory {
-    fn from_turn(t: Turn) -> Self {
+    pub(crate) fn from_turn(t: Turn) -> Self {
         Self {
             id: t.id.0,
             created_at: t.turn.event_time.unwrap_or(t.ingest_time),
@@ -157,10 +158,10 @@ fn reject_unknown(rest: &Map<String, Value>) -> Result<(), ApiError> {
 
 /// Scope fields, top-level or inside `filters` (flat, or an `AND` of flat objects).
 #[derive(Debug, Default)]
-struct ScopeArgs {
-    user_id: Option<String>,
-    agent_id: Option<String>,
-    run_id: Option<String>,
+pub(crate) struct ScopeArgs {
+    pub user_id: Option<String>,
+    pub agent_id: Option<String>,
+    pub run_id: Option<String>,
 }
 
 impl ScopeArgs {
@@ -188,7 +189,7 @@ impl ScopeArgs {
         }
     }
 
-    fn add_filters(&mut self, filters: &Value) -> Result<(), ApiError> {
+    pub(crate) fn add_filters(&mut self, filters: &Value) -> Result<(), ApiError> {
         let Value::Object(map) = filters else {
             return Err(ApiError::bad_request("filters must be an object"));
         };
@@ -225,15 +226,18 @@ impl ScopeArgs {
         Ok(scope)
     }
 
-    fn filter(self, caller: &Caller) -> Result<ScopeFilter, ApiError> {
+    pub(crate) fn filter(self, caller: &Caller) -> Result<ScopeFilter, ApiError> {
         caller.filter(self.user_id, self.agent_id, self.run_id)
     }
 }
 
-#[derive(Deserialize)]
-struct Message {
-    role: String,
-    content: Value,
+/// One chat message, as Mem0 takes them.
+#[derive(Debug, Deserialize, Serialize, schemars::JsonSchema)]
+pub struct Message {
+    /// `user`, `assistant`, `system` or `tool`.
+    pub role: String,
+    /// The text of the message.
+    pub content: Value,
 }
 
 #[derive(Deserialize)]
@@ -247,18 +251,18 @@ struct AddBody {
 }
 
 #[derive(Serialize)]
-struct AddEvent {
+pub(crate) struct AddEvent {
     id: String,
     memory: String,
     event: &'static str,
 }
 
 #[derive(Serialize)]
-struct AddResponse {
+pub(crate) struct AddResponse {
     results: Vec<AddEvent>,
 }
 
-/// Stores the messages as turns of the conversation named by `run_id` (else `mem0`).
+/// `add`: stores the messages as turns.
 async fn add(
     State(state): State<AppState>,
     caller: Caller,
@@ -272,9 +276,23 @@ async fn add(
         })?),
         None => None,
     };
-    let mut turns = Vec::with_capacity(body.messages.len());
-    let mut texts = Vec::with_capacity(body.messages.len());
-    for (i, m) in body.messages.into_iter().enumerate() {
+    Ok(axum::Json(
+        add_messages(&state, &caller, filter, body.messages, at).await?,
+    ))
+}
+
+/// Stores messages as turns of the conversation named by the scope's `run_id` (else `mem0`),
+/// at `at` (default: now). Shared by the HTTP routes and the MCP tools.
+pub(crate) async fn add_messages(
+    state: &AppState,
+    caller: &Caller,
+    filter: ScopeFilter,
+    messages: Vec<Message>,
+    at: Option<DateTime<Utc>>,
+) -> Result<AddResponse, ApiError> {
+    let mut turns = Vec::with_capacity(messages.len());
+    let mut texts = Vec::with_capacity(messages.len());
+    for (i, m) in messages.into_iter().enumerate() {
         let Value::String(text) = m.content else {
             return Err(ApiError::bad_request(format!(
                 "messages[{i}].content must be text (aril keeps text turns)"
@@ -296,7 +314,7 @@ async fn add(
         at,
         ..Default::default()
     };
-    let appended = store_turns(&state, &caller, defaults, turns, false).await?;
+    let appended = store_turns(state, caller, defaults, turns, false).await?;
     let results = appended
         .ids
         .into_iter()
@@ -308,7 +326,7 @@ async fn add(
             event: if known { "NONE" } else { "ADD" },
         })
         .collect();
-    Ok(axum::Json(AddResponse { results }))
+    Ok(AddResponse { results })
 }
 
 #[derive(Deserialize)]
@@ -322,7 +340,7 @@ struct SearchBody {
 }
 
 #[derive(Serialize)]
-struct Results {
+pub(crate) struct Results {
     results: Vec<Memory>,
 }
 
@@ -331,12 +349,26 @@ async fn search(
     caller: Caller,
     ApiJson(mut body): ApiJson<SearchBody>,
 ) -> Result<axum::Json<Results>, ApiError> {
-    check_query(&body.query)?;
     let scope = ScopeArgs::gather(&mut body.rest, body.filters.as_ref())?;
+    let filter = scope.filter(&caller)?;
+    let k = check_k(body.top_k.or(body.limit))?;
+    Ok(axum::Json(
+        search_scope(&state, filter, body.query, k).await?,
+    ))
+}
+
+/// Recalls for a query inside a scope and shows each hit as the memory (turn) it is.
+pub(crate) async fn search_scope(
+    state: &AppState,
+    filter: ScopeFilter,
+    query: String,
+    k: Option<usize>,
+) -> Result<Results, ApiError> {
+    check_query(&query)?;
     let request = SearchRequest {
-        filter: scope.filter(&caller)?,
-        query: body.query,
-        k: check_k(body.top_k.or(body.limit))?,
+        filter,
+        query,
+        k,
         budget: None,
     };
     let results = state
@@ -377,7 +409,7 @@ async fn search(
                 .collect::<Vec<_>>())
         })
         .await?;
-    Ok(axum::Json(Results { results }))
+    Ok(Results { results })
 }
 
 #[derive(Deserialize)]
@@ -394,14 +426,14 @@ struct Paging {
 }
 
 #[derive(Serialize)]
-struct Page {
+pub(crate) struct Page {
     count: u64,
     next: Option<String>,
     previous: Option<String>,
     results: Vec<Memory>,
 }
 
-async fn page_of(
+pub(crate) async fn page_of(
     state: &AppState,
     filter: ScopeFilter,
     page: u64,
@@ -486,6 +518,11 @@ async fn get_one(
 
 /// Update, single delete and history of one memory.
 async fn not_versioned(_caller: Caller) -> ApiError {
+    not_versioned_error()
+}
+
+/// Why per-memory update, delete and history are refused (shared with the MCP tools).
+pub(crate) fn not_versioned_error() -> ApiError {
     ApiError::new(
         StatusCode::NOT_IMPLEMENTED,
         "not_supported",

@@ -1,0 +1,425 @@
+//! The MCP server: aril's memory as tools an LLM agent calls, over stdio (`aril mcp`) or
+//! streamable HTTP at `/mcp` under `aril serve`. Tool and argument names follow Mem0's MCP server
+//! (`add_memory`, `search_memories`, … with `user_id`, `agent_id`, `run_id`, `query`, `memory_id`,
+//! `filters`, `top_k`), plus `append_turns` and `recall_context` for aril's own verbatim model.
+//!
+//! Over HTTP the caller is the API key's grant, put in the request by an axum layer; over stdio the
+//! local process is trusted as an admin (it could open the data directory itself), so every tool
+//! still names its user.
+
+use aril_engine::{Grant, SearchRequest, TurnDefaults, TurnIn};
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::CallToolResult;
+use rmcp::schemars::{self, JsonSchema};
+use rmcp::service::RequestContext;
+use rmcp::{RoleServer, tool, tool_router};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::auth::Caller;
+use crate::mem0::{Message, ScopeArgs, add_messages, not_versioned_error, page_of, search_scope};
+use crate::native::{check_k, check_query, store_turns};
+use crate::{ApiError, AppState};
+
+/// The MCP service over one engine.
+#[derive(Clone)]
+pub struct MemoryTools {
+    state: AppState,
+    /// The caller when the transport carries no API key (stdio); `None` over HTTP.
+    local: Option<Caller>,
+}
+
+impl MemoryTools {
+    /// Tools for the local process (stdio): acts as an admin, every call names its user.
+    pub fn local(state: AppState) -> Self {
+        Self {
+            state,
+            local: Some(Caller {
+                grant: Grant::Admin,
+            }),
+        }
+    }
+
+    /// Tools behind `aril serve`: each call acts with the grant of the request's API key.
+    pub fn http(state: AppState) -> Self {
+        Self { state, local: None }
+    }
+
+    fn caller(&self, ctx: &RequestContext<RoleServer>) -> Result<Caller, ApiError> {
+        let from_http = ctx
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|p| p.extensions.get::<Caller>())
+            .cloned();
+        from_http
+            .or_else(|| self.local.clone())
+            .ok_or_else(|| ApiError::unauthorized("no API key on this MCP request"))
+    }
+}
+
+/// A tool's answer: its JSON on success, `{"code", "message"}` marked as an error otherwise, so
+/// the model reads what went wrong and what to do.
+fn answer<T: Serialize>(result: Result<T, ApiError>) -> Result<CallToolResult, rmcp::ErrorData> {
+    Ok(
+        match result
+            .and_then(|v| serde_json::to_value(v).map_err(|e| ApiError::internal(e.to_string())))
+        {
+            Ok(v) => CallToolResult::structured(v),
+            Err(e) => {
+                CallToolResult::structured_error(json!({"code": e.code, "message": e.message}))
+            }
+        },
+    )
+}
+
+/// Scope arguments every tool takes.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+pub struct ScopeArgsIn {
+    /// The user whose memories these are. Required unless the API key is bound to a user.
+    pub user_id: Option<String>,
+    /// Narrow to one agent of the user.
+    pub agent_id: Option<String>,
+    /// Narrow to one run (conversation) of the user.
+    pub run_id: Option<String>,
+    /// Mem0-style filters: `{"user_id": …}` or `{"AND": [{"user_id": …}, {"run_id": …}]}`.
+    pub filters: Option<Value>,
+}
+
+impl ScopeArgsIn {
+    fn resolve(self, caller: &Caller) -> Result<aril_engine::ScopeFilter, ApiError> {
+        let mut args = ScopeArgs {
+            user_id: self.user_id,
+            agent_id: self.agent_id,
+            run_id: self.run_id,
+        };
+        if let Some(f) = &self.filters {
+            args.add_filters(f)?;
+        }
+        args.filter(caller)
+    }
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct AddMemoryArgs {
+    /// The conversation to remember, as `[{"role": "user", "content": "…"}, …]`.
+    pub messages: Option<Vec<Message>>,
+    /// A single user message to remember, instead of `messages`.
+    pub text: Option<String>,
+    #[serde(flatten)]
+    pub scope: ScopeArgsIn,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct SearchArgs {
+    /// What to look for, in natural language.
+    pub query: String,
+    /// How many memories to return (1–1000, default 10).
+    pub top_k: Option<usize>,
+    #[serde(flatten)]
+    pub scope: ScopeArgsIn,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ListArgs {
+    /// Page number, from 1.
+    pub page: Option<u64>,
+    /// Memories per page (1–1000, default 100).
+    pub page_size: Option<u64>,
+    #[serde(flatten)]
+    pub scope: ScopeArgsIn,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct MemoryIdArgs {
+    /// The memory's id, as returned by add_memory, search_memories or get_memories.
+    pub memory_id: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct UpdateArgs {
+    /// The memory's id.
+    pub memory_id: String,
+    /// The new text.
+    pub text: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct TurnArg {
+    /// `user`, `assistant`, `system` or `tool` (default `user`).
+    pub role: Option<String>,
+    /// The speaker's name, when there is one.
+    pub speaker: Option<String>,
+    /// The verbatim text.
+    pub text: String,
+    /// When it was said, RFC 3339 (e.g. `2024-03-01T10:00:00Z`); default now.
+    pub at: Option<String>,
+    /// A session (sitting) inside the conversation.
+    pub session: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct AppendTurnsArgs {
+    /// The turns, in order. Kept verbatim forever; the same turn sent twice is stored once.
+    pub turns: Vec<TurnArg>,
+    /// The conversation (thread) they belong to (default: the run_id, else `mcp`).
+    pub conversation: Option<String>,
+    /// True when the conversation has ended: closes its open topic segment.
+    #[serde(default)]
+    pub flush: bool,
+    #[serde(flatten)]
+    pub scope: ScopeArgsIn,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct RecallArgs {
+    /// The question the context is for.
+    pub query: String,
+    /// o200k tokens the context may use (default: no limit beyond `k`).
+    pub budget: Option<usize>,
+    /// Units of context at most (default 10).
+    pub k: Option<usize>,
+    #[serde(flatten)]
+    pub scope: ScopeArgsIn,
+}
+
+#[derive(Serialize)]
+struct Recalled {
+    /// The context, ready to put in a prompt: one `[time] Speaker: text` line per turn.
+    context: String,
+    context_tokens: usize,
+    results: Vec<aril_engine::SearchHit>,
+}
+
+#[derive(Serialize)]
+struct Deleted {
+    message: String,
+}
+
+#[tool_router(server_handler)]
+impl MemoryTools {
+    #[tool(
+        description = "Remember a conversation or a single message for a user. Messages are kept verbatim; returns the stored memories with their ids."
+    )]
+    async fn add_memory(
+        &self,
+        Parameters(args): Parameters<AddMemoryArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, rmcp::ErrorData> {
+        answer(
+            async {
+                let caller = self.caller(&ctx)?;
+                let filter = args.scope.resolve(&caller)?;
+                let messages = match (args.messages, args.text) {
+                    (Some(m), None) if !m.is_empty() => m,
+                    (None, Some(t)) => vec![Message {
+                        role: "user".into(),
+                        content: Value::String(t),
+                    }],
+                    _ => {
+                        return Err(ApiError::bad_request(
+                            "give either `messages` (a non-empty list) or `text`",
+                        ));
+                    }
+                };
+                add_messages(&self.state, &caller, filter, messages, None).await
+            }
+            .await,
+        )
+    }
+
+    #[tool(
+        description = "Search a user's memories for what is relevant to a query. Returns the best matches, each with its id, text, time and score."
+    )]
+    async fn search_memories(
+        &self,
+        Parameters(args): Parameters<SearchArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, rmcp::ErrorData> {
+        answer(
+            async {
+                let caller = self.caller(&ctx)?;
+                let filter = args.scope.resolve(&caller)?;
+                search_scope(&self.state, filter, args.query, check_k(args.top_k)?).await
+            }
+            .await,
+        )
+    }
+
+    #[tool(description = "List a user's memories, oldest first, a page at a time.")]
+    async fn get_memories(
+        &self,
+        Parameters(args): Parameters<ListArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, rmcp::ErrorData> {
+        answer(
+            async {
+                let caller = self.caller(&ctx)?;
+                let filter = args.scope.resolve(&caller)?;
+                page_of(
+                    &self.state,
+                    filter,
+                    args.page.unwrap_or(1),
+                    args.page_size.unwrap_or(100),
+                )
+                .await
+            }
+            .await,
+        )
+    }
+
+    #[tool(description = "Get one memory by its id.")]
+    async fn get_memory(
+        &self,
+        Parameters(args): Parameters<MemoryIdArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, rmcp::ErrorData> {
+        answer(
+            async {
+                let caller = self.caller(&ctx)?;
+                let id = aril_core::TurnId(args.memory_id);
+                let found = self
+                    .state
+                    .run(move |engine| engine.turns(&[id]))
+                    .await?
+                    .into_iter()
+                    .next()
+                    .filter(|t| caller.may_access(&t.turn.scope.user_id))
+                    .ok_or_else(|| ApiError::not_found("no memory with this id in your scope"))?;
+                Ok(crate::mem0::Memory::from_turn(found))
+            }
+            .await,
+        )
+    }
+
+    #[tool(
+        description = "Change a memory's text. Not available yet: memories are verbatim turns; delete the scope and add again instead."
+    )]
+    async fn update_memory(
+        &self,
+        Parameters(_args): Parameters<UpdateArgs>,
+    ) -> Result<CallToolResult, rmcp::ErrorData> {
+        answer::<()>(Err(not_versioned_error()))
+    }
+
+    #[tool(
+        description = "Delete one memory. Not available yet: delete a whole run or user with delete_all_memories instead."
+    )]
+    async fn delete_memory(
+        &self,
+        Parameters(_args): Parameters<MemoryIdArgs>,
+    ) -> Result<CallToolResult, rmcp::ErrorData> {
+        answer::<()>(Err(not_versioned_error()))
+    }
+
+    #[tool(
+        description = "Delete every memory of a scope (a user, or one agent or run of a user), from every file. A scope is required."
+    )]
+    async fn delete_all_memories(
+        &self,
+        Parameters(args): Parameters<ScopeArgsIn>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, rmcp::ErrorData> {
+        answer(
+            async {
+                let caller = self.caller(&ctx)?;
+                if args.user_id.is_none()
+                    && args.agent_id.is_none()
+                    && args.run_id.is_none()
+                    && args.filters.is_none()
+                {
+                    return Err(ApiError::bad_request(
+                        "name the scope to delete: user_id (and optionally agent_id or run_id)",
+                    ));
+                }
+                let filter = args.resolve(&caller)?;
+                let report = self.state.run(move |e| e.delete(&filter)).await?;
+                Ok(Deleted {
+                    message: format!(
+                        "deleted {} turns and {} segments",
+                        report.turns, report.segments
+                    ),
+                })
+            }
+            .await,
+        )
+    }
+
+    #[tool(
+        description = "Append conversation turns verbatim (aril's native write): each with role, text and optional time. Returns their ids."
+    )]
+    async fn append_turns(
+        &self,
+        Parameters(args): Parameters<AppendTurnsArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, rmcp::ErrorData> {
+        answer(
+            async {
+                let caller = self.caller(&ctx)?;
+                let filter = args.scope.resolve(&caller)?;
+                let defaults = TurnDefaults {
+                    conversation: args
+                        .conversation
+                        .or_else(|| filter.run_id.clone())
+                        .unwrap_or_else(|| "mcp".into()),
+                    scope: Some(
+                        aril_engine::Scope::new(filter.user_id, filter.agent_id, filter.run_id)
+                            .map_err(|e| ApiError::bad_request(e.to_string()))?,
+                    ),
+                    ..Default::default()
+                };
+                let turns = args
+                    .turns
+                    .into_iter()
+                    .map(|t| TurnIn {
+                        role: t.role,
+                        speaker: t.speaker,
+                        text: t.text,
+                        at: t.at,
+                        session: t.session,
+                        ..Default::default()
+                    })
+                    .collect();
+                store_turns(&self.state, &caller, defaults, turns, args.flush).await
+            }
+            .await,
+        )
+    }
+
+    #[tool(
+        description = "Recall the context relevant to a question, as prompt-ready lines with their times, within a token budget."
+    )]
+    async fn recall_context(
+        &self,
+        Parameters(args): Parameters<RecallArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, rmcp::ErrorData> {
+        answer(
+            async {
+                let caller = self.caller(&ctx)?;
+                check_query(&args.query)?;
+                let request = SearchRequest {
+                    filter: args.scope.resolve(&caller)?,
+                    query: args.query,
+                    k: check_k(args.k)?,
+                    budget: args.budget,
+                };
+                let response = self.state.run(move |e| e.search(&request)).await?;
+                let context = response
+                    .results
+                    .iter()
+                    .map(|h| match h.time {
+                        Some(t) => format!("[{}] {}", t.format("%Y-%m-%d %H:%M"), h.text),
+                        None => h.text.clone(),
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                Ok(Recalled {
+                    context,
+                    context_tokens: response.context_tokens,
+                    results: response.results,
+                })
+            }
+            .await,
+        )
+    }
+}
