@@ -9,10 +9,6 @@ Ends with the line 'N passed, 0 failed'; exits non-zero on the first failed chec
 
 import asyncio
 import json
-import os
-import socket
-import subprocess
-import sys
 import tempfile
 
 from mcp import ClientSession, StdioServerParameters
@@ -20,23 +16,12 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-ARIL = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "target/debug/aril")
+from checks import ARIL, aril, check, done, start_server
+
 TOOLS = {
     "add_memory", "search_memories", "get_memories", "get_memory", "update_memory",
     "delete_memory", "delete_all_memories", "append_turns", "recall_context",
 }
-checks = []
-
-
-def check(name, condition, detail=""):
-    if not condition:
-        print(f"FAIL {name}: {detail}", file=sys.stderr)
-        print(f"{len(checks)} passed, 1 failed")
-        sys.exit(1)
-    checks.append(name)
-    print(f"ok   {name}")
-
-
 def payload(result):
     if result.structured_content is not None:
         return result.structured_content
@@ -98,15 +83,10 @@ async def over_stdio(data):
 
 
 async def over_http(data):
-    run = lambda *a: subprocess.run([ARIL, "--data-dir", data, *a], check=True, capture_output=True, text=True).stdout.strip()
-    key = run("keys", "create", "--user", "runner")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = subprocess.Popen([ARIL, "--data-dir", data, "serve", "--bind", f"127.0.0.1:{port}"], stdout=subprocess.PIPE, text=True)
+    key = aril(data, "keys", "create", "--user", "runner")
+    server, base = start_server(data)
     try:
-        check("http: server starts", "serving on" in server.stdout.readline())
-        url = f"http://127.0.0.1:{port}/mcp"
+        url = f"{base}/mcp"
         client = create_mcp_http_client(headers={"Authorization": f"Token {key}"})
         async with streamable_http_client(url, http_client=client) as streams:
             async with ClientSession(streams[0], streams[1]) as session:
@@ -123,7 +103,7 @@ async def over_http(data):
 async def main():
     await over_stdio(tempfile.mkdtemp(prefix="aril-mcp-stdio-"))
     await over_http(tempfile.mkdtemp(prefix="aril-mcp-http-"))
-    print(f"{len(checks)} passed, 0 failed")
+    done()
 
 
 asyncio.run(main())

@@ -7,27 +7,12 @@ Starts its own server on a free loopback port with a fresh data directory, stops
 Exits non-zero on the first failed check and ends with the line 'N passed, 0 failed'.
 """
 
-import os
-import socket
-import subprocess
-import sys
 import tempfile
-import time
 
 import httpx
 from mem0 import MemoryClient
 
-ARIL = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "target/debug/aril")
-checks = []
-
-
-def check(name, condition, detail=""):
-    if not condition:
-        print(f"FAIL {name}: {detail}", file=sys.stderr)
-        print(f"{len(checks)} passed, 1 failed")
-        sys.exit(1)
-    checks.append(name)
-    print(f"ok   {name}")
+from checks import aril, check, done, start_server
 
 
 def raises(fn):
@@ -38,24 +23,12 @@ def raises(fn):
     return None
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def main():
     data = tempfile.mkdtemp(prefix="aril-mem0-")
-    run = lambda *a: subprocess.run([ARIL, "--data-dir", data, *a], check=True, capture_output=True, text=True).stdout.strip()
-    alice_key = run("keys", "create", "--user", "alice")
-    admin_key = run("keys", "create", "--admin")
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen([ARIL, "--data-dir", data, "serve", "--bind", f"127.0.0.1:{port}"], stdout=subprocess.PIPE, text=True)
+    alice_key = aril(data, "keys", "create", "--user", "alice")
+    admin_key = aril(data, "keys", "create", "--admin")
+    server, base = start_server(data)
     try:
-        line = server.stdout.readline()
-        check("server starts", "serving on" in line, line)
-
         client = MemoryClient(api_key=alice_key, host=base)
         check("client init pings /v1/ping/", client.user_email is None)
 
@@ -122,7 +95,7 @@ def main():
         server.terminate()
         server.wait(timeout=30)
     check("server stops cleanly on SIGTERM", server.returncode == 0, server.returncode)
-    print(f"{len(checks)} passed, 0 failed")
+    done()
 
 
 if __name__ == "__main__":

@@ -17,7 +17,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::auth::Caller;
-use crate::mem0::{Message, ScopeArgs, add_messages, not_versioned_error, page_of, search_scope};
+use crate::mem0::{
+    Message, ScopeArgs, add_messages, memory_by_id, not_versioned_error, page_of, search_scope,
+};
 use crate::native::{check_k, check_query, store_turns};
 use crate::{ApiError, AppState};
 
@@ -276,16 +278,7 @@ impl MemoryTools {
         answer(
             async {
                 let caller = self.caller(&ctx)?;
-                let id = aril_core::TurnId(args.memory_id);
-                let found = self
-                    .state
-                    .run(move |engine| engine.turns(&[id]))
-                    .await?
-                    .into_iter()
-                    .next()
-                    .filter(|t| caller.may_access(&t.turn.scope.user_id))
-                    .ok_or_else(|| ApiError::not_found("no memory with this id in your scope"))?;
-                Ok(crate::mem0::Memory::from_turn(found))
+                memory_by_id(&self.state, &caller, args.memory_id).await
             }
             .await,
         )

@@ -505,15 +505,24 @@ async fn get_one(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<axum::Json<Memory>, ApiError> {
-    let found = state
+    Ok(axum::Json(memory_by_id(&state, &caller, id).await?))
+}
+
+/// One memory by id, if it is in the caller's grant. A memory of another user is reported as
+/// missing, not as forbidden: no existence leak.
+pub(crate) async fn memory_by_id(
+    state: &AppState,
+    caller: &Caller,
+    id: String,
+) -> Result<Memory, ApiError> {
+    state
         .run(move |engine| engine.turns(&[aril_core::TurnId(id)]))
         .await?
         .into_iter()
         .next()
-        // A memory of another user is reported as missing, not as forbidden: no existence leak.
         .filter(|t| caller.may_access(&t.turn.scope.user_id))
-        .ok_or_else(|| ApiError::not_found("no memory with this id in your scope"))?;
-    Ok(axum::Json(Memory::from_turn(found)))
+        .map(Memory::from_turn)
+        .ok_or_else(|| ApiError::not_found("no memory with this id in your scope"))
 }
 
 /// Update, single delete and history of one memory.
