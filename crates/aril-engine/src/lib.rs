@@ -130,6 +130,12 @@ impl Engine {
         Ok(model)
     }
 
+    /// Loads the embedding model now if it is not loaded yet; an error says what is missing.
+    /// Servers call it to tell readiness without touching the store.
+    pub fn load_model(&mut self) -> Result<(), EngineError> {
+        self.embedder().map(|_| ())
+    }
+
     /// On open: rebuilds the lexical index when it holds more units than the store (a deletion
     /// interrupted between the two), then catches it up.
     fn catch_up_indexes(&mut self) -> Result<(), EngineError> {

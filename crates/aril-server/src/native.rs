@@ -39,9 +39,9 @@ async fn health() -> axum::Json<Status> {
     axum::Json(Status { status: "ok" })
 }
 
-/// Ready when the engine answers (its model loads on first use; a missing model shows here).
+/// Ready when the engine answers and its model is loaded (a missing model shows here as 503).
 async fn ready(State(state): State<AppState>) -> Result<axum::Json<Status>, ApiError> {
-    state.run(|engine| engine.stats().map(|_| ())).await?;
+    state.run(|engine| engine.load_model()).await?;
     Ok(axum::Json(Status { status: "ready" }))
 }
 

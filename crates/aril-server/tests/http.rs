@@ -22,8 +22,12 @@ struct Server {
 
 impl Server {
     async fn start() -> Self {
+        Self::start_with(Config::default()).await
+    }
+
+    async fn start_with(config: Config) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let mut engine = Engine::open(dir.path(), Config::default()).unwrap();
+        let mut engine = Engine::open(dir.path(), config).unwrap();
         let user_key = engine.create_api_key(Some("alice")).unwrap();
         let admin_key = engine.create_api_key(None).unwrap();
         let state = AppState::new(engine, true).unwrap();
@@ -395,5 +399,25 @@ async fn bad_input_gets_a_json_4xx_and_stores_nothing() {
     }
     let (_, stats) = s.call("GET", "/v1/stats", &s.admin_key, None).await;
     assert_eq!(stats["turns"], 0, "no bad request stored anything");
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_reports_a_missing_model_as_503() {
+    let s = Server::start().await;
+    let (st, v) = s.call("GET", "/ready", &s.user_key, None).await;
+    assert_eq!((st, v["status"].as_str()), (StatusCode::OK, Some("ready")));
+    s.stop().await;
+
+    let config = Config {
+        model_dir: Some(PathBuf::from("/nonexistent/aril-model")),
+        ..Config::default()
+    };
+    let s = Server::start_with(config).await;
+    let (st, v) = s.call("GET", "/ready", &s.user_key, None).await;
+    assert_eq!(st, StatusCode::SERVICE_UNAVAILABLE, "{v}");
+    assert_eq!(v["error"]["code"], "model_missing");
+    let (st, _) = s.call("GET", "/health", &s.user_key, None).await;
+    assert_eq!(st, StatusCode::OK, "alive even when not ready");
     s.stop().await;
 }
