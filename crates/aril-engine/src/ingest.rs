@@ -230,27 +230,39 @@ impl Engine {
     ) -> Result<(Vec<SegmentRecord>, Vec<Embedding>), EngineError> {
         let mut records = Vec::with_capacity(segments.len());
         let mut fresh: Vec<Embedding> = Vec::new();
+        if self.config.segment_vectors == SegmentVectors::Embedded {
+            // One batched pass over every segment text that has one.
+            let texts: Vec<String> = segments
+                .iter()
+                .filter(|(_, dense)| !dense.is_empty())
+                .map(|(_, dense)| dense.join("\n"))
+                .collect();
+            let (_, new) = self.embed_cached(&texts, pending)?;
+            fresh.extend(new);
+            for (segment, dense) in segments {
+                let text_hash = content_hash(&[&dense.join("\n")]);
+                records.push(SegmentRecord { segment, text_hash });
+            }
+            return Ok((records, fresh));
+        }
+        // Pooled: member vectors come from this batch (`pending`) or the store, so no model call
+        // is expected; `known` grows with what each segment adds.
+        let model = self.embedder()?.name().to_string();
+        let mut known: Vec<Embedding> = pending.to_vec();
         for (segment, dense) in segments {
             let text = dense.join("\n");
-            let text_hash = match self.config.segment_vectors {
-                _ if dense.is_empty() => content_hash(&[&text]),
-                SegmentVectors::Embedded => {
-                    let (_, new) = self.embed_cached(std::slice::from_ref(&text), &fresh)?;
-                    fresh.extend(new);
-                    content_hash(&[&text])
+            let text_hash = if dense.is_empty() {
+                content_hash(&[&text])
+            } else {
+                let (members, new) = self.embed_cached(&dense, &known)?;
+                known.extend(new.iter().cloned());
+                fresh.extend(new);
+                let pooled = Self::pooled_embedding(&model, &text, &members);
+                let key = pooled.text_hash.clone();
+                if !fresh.iter().any(|e| e.text_hash == key) {
+                    fresh.push(pooled);
                 }
-                SegmentVectors::Pooled => {
-                    let known: Vec<Embedding> = pending.iter().chain(&fresh).cloned().collect();
-                    let (members, new) = self.embed_cached(&dense, &known)?;
-                    fresh.extend(new);
-                    let model = self.embedder()?.name().to_string();
-                    let pooled = Self::pooled_embedding(&model, &text, &members);
-                    let key = pooled.text_hash.clone();
-                    if !fresh.iter().any(|e| e.text_hash == key) {
-                        fresh.push(pooled);
-                    }
-                    key
-                }
+                key
             };
             records.push(SegmentRecord { segment, text_hash });
         }
