@@ -14,6 +14,8 @@ pub enum EngineError {
     },
     #[error("invalid input: {0}")]
     InvalidInput(#[from] aril_core::InvalidInput),
+    #[error("no memory with id {0:?}: check the id (a memory's id is that of its first version)")]
+    UnknownMemory(String),
     #[error("invalid configuration: {0}")]
     Config(String),
     #[error(transparent)]

@@ -12,7 +12,9 @@ use std::time::Instant;
 
 use aril_core::{NewTurn, Role, Scope, Segment, SegmentId, Turn, TurnId, content_hash, tokens};
 use aril_segment::{Closed, OpenSegment, TurnInput};
-use aril_store::{Embedding, OpenSegmentRecord, SegmentRecord, TurnRecord, WriteBatch};
+use aril_store::{
+    Embedding, OpenSegmentRecord, RevisionRecord, SegmentRecord, TurnRecord, WriteBatch,
+};
 use chrono::Utc;
 use serde::Serialize;
 
@@ -128,6 +130,7 @@ impl Engine {
                     chunk,
                     &mut open,
                     options.flush && last,
+                    Vec::new(),
                 )?;
                 report.turns_added += step.turns_added;
                 report.turns_skipped += step.turns_skipped;
@@ -146,14 +149,16 @@ impl Engine {
         Ok(report)
     }
 
-    /// Embeds, segments and commits one batch of one conversation's new turns.
-    fn ingest_batch(
+    /// Embeds, segments and commits one batch of one conversation's new turns, with the memory
+    /// versions those turns hold.
+    pub(crate) fn ingest_batch(
         &mut self,
         scope: &Scope,
         conversation: &str,
         chunk: &[(TurnId, NewTurn)],
         open: &mut OpenSegment,
         flush: bool,
+        revisions: Vec<RevisionRecord>,
     ) -> Result<IngestReport, EngineError> {
         let now = Utc::now();
         let rendered: Vec<String> = chunk.iter().map(|(_, t)| t.rendered()).collect();
@@ -208,6 +213,7 @@ impl Engine {
                 state: open.clone(),
             }],
             embeddings: fresh,
+            revisions,
         };
         let committed = self.store.commit(batch)?;
         self.catch_up_lexical()?;
@@ -223,7 +229,7 @@ impl Engine {
 
     /// Gives each segment its vector (as [`Config::segment_vectors`] says) and its record. A segment
     /// without dense-role turns has no vector. Returns the records and the cache entries to commit.
-    fn segment_vectors(
+    pub(crate) fn segment_vectors(
         &mut self,
         segments: Vec<(Segment, Vec<String>)>,
         pending: &[Embedding],
@@ -275,7 +281,7 @@ impl Engine {
 
     /// Turns closed segmenter output into segments with the rendered texts of their dense-role
     /// turns. Member turns from earlier batches are read from the store.
-    fn build_segments(
+    pub(crate) fn build_segments(
         &self,
         scope: &Scope,
         conversation: &str,
@@ -343,7 +349,7 @@ impl Engine {
             if open.is_empty() {
                 continue;
             }
-            let step = self.ingest_batch(scope, conversation, &[], &mut open, true)?;
+            let step = self.ingest_batch(scope, conversation, &[], &mut open, true, Vec::new())?;
             closed += step.segments_closed;
         }
         Ok(closed)

@@ -14,6 +14,7 @@ mod ingest;
 mod input;
 mod keys;
 mod lock;
+mod memory;
 mod search;
 
 use std::path::{Path, PathBuf};
@@ -200,14 +201,15 @@ impl Engine {
         Ok(self.store.users()?)
     }
 
-    /// A page of a scope's turns in store order, and how many the scope has in all.
+    /// A page of a scope's turns in store order (every version of an edited memory: turns are the
+    /// verbatim record), and how many the scope has in all.
     pub fn list_turns(
         &self,
         filter: &ScopeFilter,
         offset: u64,
         limit: u64,
     ) -> Result<(Vec<aril_core::Turn>, u64), EngineError> {
-        let (ids, total) = self.store.list_turn_ids(filter, offset, limit)?;
+        let (ids, total) = self.store.list_turn_ids(filter, offset, limit, false)?;
         Ok((self.store.turns(&ids)?, total))
     }
 

@@ -130,7 +130,7 @@ impl Engine {
             ],
             r.rrf_k,
         );
-        let candidates = self.resolve(&fused)?;
+        let candidates = self.resolve(&fused, &filter.user_id)?;
         // Each turn costs its rendered tokens plus the newline that joins it to the next.
         let mut cost: HashMap<TurnId, usize> = HashMap::new();
         let units: Vec<Vec<(TurnId, usize)>> = candidates
@@ -204,8 +204,13 @@ impl Engine {
             .collect())
     }
 
-    /// Reads the fused units' turns from the store; units the store no longer has are dropped.
-    fn resolve(&self, fused: &[((UnitKind, String), f32)]) -> Result<Vec<Candidate>, EngineError> {
+    /// Reads the fused units' turns from the store; units the store no longer has are dropped, and
+    /// so are turns a newer version of their memory replaces (recall shows what holds now).
+    fn resolve(
+        &self,
+        fused: &[((UnitKind, String), f32)],
+        user_id: &str,
+    ) -> Result<Vec<Candidate>, EngineError> {
         let segment_ids: Vec<SegmentId> = fused
             .iter()
             .filter(|((k, _), _)| *k == UnitKind::Segment)
@@ -223,10 +228,12 @@ impl Engine {
             .map(|((_, id), _)| TurnId(id.clone()))
             .collect();
         turn_ids.extend(segments.values().flatten().cloned());
+        let superseded = self.store.superseded(user_id)?;
         let turns: HashMap<TurnId, Turn> = self
             .store
             .turns(&turn_ids)?
             .into_iter()
+            .filter(|t| !superseded.contains(&t.id))
             .map(|t| (t.id.clone(), t))
             .collect();
         let mut out = Vec::with_capacity(fused.len());

@@ -313,3 +313,119 @@ fn cancel_stops_between_batches_and_keeps_whole_batches() {
         .collect();
     assert!(!kinds.is_empty());
 }
+
+fn turn_id(engine: &Engine, user: &str, source: &str) -> aril_core::TurnId {
+    let (turns, _) = engine.list_turns(&ScopeFilter::user(user), 0, 100).unwrap();
+    turns
+        .into_iter()
+        .find(|t| t.turn.source_id.as_deref() == Some(source))
+        .unwrap_or_else(|| panic!("no turn {source}"))
+        .id
+}
+
+fn texts(r: &aril_engine::SearchResponse) -> String {
+    r.results
+        .iter()
+        .map(|h| h.text.as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn an_update_is_a_new_version_that_recall_prefers_and_history_keeps() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut engine = open(dir.path());
+    ingest(&mut engine, conversation("u"), true);
+    let id = turn_id(&engine, "u", "s1:0");
+    let before = engine.stats().unwrap().store.turns;
+    let v2 = engine
+        .update_memory(&id, "I adopted a greyhound called Faisca.", None)
+        .unwrap();
+    assert_eq!(v2.turn.source_id.as_deref(), Some("s1:0#v2"));
+    let versions = engine.memory(&id).unwrap().unwrap();
+    assert_eq!(
+        versions
+            .iter()
+            .map(|t| t.turn.text.as_str())
+            .collect::<Vec<_>>(),
+        [
+            "I adopted a beagle called Pimenta from the shelter.",
+            "I adopted a greyhound called Faisca."
+        ]
+    );
+    assert_eq!(engine.memory_ids(&[v2.id.clone()]).unwrap()[&v2.id], id);
+    // Recall shows the newest version only; the old one is kept for history.
+    let r = search(&mut engine, "u", "What dog did I adopt?", 10);
+    assert!(texts(&r).contains("Faisca"), "{}", texts(&r));
+    assert!(r.results.iter().all(|h| h.id != id.0), "{:?}", r.results);
+    let (current, total) = engine
+        .list_memories(&ScopeFilter::user("u"), 0, 100)
+        .unwrap();
+    assert_eq!(total, before, "one memory, one current version");
+    assert!(current.iter().any(|t| t.id == v2.id) && current.iter().all(|t| t.id != id));
+    assert_eq!(engine.stats().unwrap().store.turns, before + 1);
+    // A later version's own id is not a memory id; bad input changes nothing.
+    assert!(matches!(
+        engine.update_memory(&v2.id, "x", None),
+        Err(EngineError::UnknownMemory(_))
+    ));
+    assert!(matches!(
+        engine.update_memory(&id, "   ", None),
+        Err(EngineError::InvalidInput(_))
+    ));
+    assert_eq!(engine.memory(&id).unwrap().unwrap().len(), 2);
+    engine.check_integrity().unwrap();
+}
+
+#[test]
+fn deleting_a_memory_removes_every_version_and_rebuilds_what_held_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut engine = open(dir.path());
+    ingest(&mut engine, conversation("u"), true);
+    // Streamed turns stay in the open segment: deleting one of those must fix it too.
+    ingest(
+        &mut engine,
+        vec![turn("u", "s3", 20, "My sister Zuleika visits in May.")],
+        false,
+    );
+    let id = turn_id(&engine, "u", "s1:0");
+    engine
+        .update_memory(&id, "I adopted a greyhound called Faisca.", None)
+        .unwrap();
+    let before = engine.stats().unwrap();
+    let report = engine.delete_memory(&id).unwrap();
+    assert_eq!(report.turns, 2);
+    let after = engine.stats().unwrap();
+    assert_eq!(after.store.turns, before.store.turns - 2);
+    assert_eq!(
+        after.store.segments, before.store.segments,
+        "the segment that held the first version is rebuilt without it"
+    );
+    assert_eq!(
+        after.lexical_units,
+        after.store.turns + after.store.segments
+    );
+    let r = search(
+        &mut engine,
+        "u",
+        "adopted Pimenta beagle Faisca greyhound",
+        10,
+    );
+    assert!(
+        !texts(&r).contains("adopted") && !texts(&r).contains("Faisca"),
+        "{}",
+        texts(&r)
+    );
+    assert!(engine.memory(&id).unwrap().is_none());
+    assert!(matches!(
+        engine.delete_memory(&id),
+        Err(EngineError::UnknownMemory(_))
+    ));
+    let open_one = turn_id(&engine, "u", "s3:20");
+    engine.delete_memory(&open_one).unwrap();
+    assert_eq!(engine.stats().unwrap().store.open_segment_turns, 0);
+    engine.check_integrity().unwrap();
+    // What is left still recalls.
+    let r = search(&mut engine, "u", "marathon in Lisbon", 3);
+    assert!(texts(&r).contains("Lisbon"), "{}", texts(&r));
+}

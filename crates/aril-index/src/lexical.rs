@@ -135,6 +135,17 @@ impl LexicalIndex {
         self.merge_all()
     }
 
+    /// Removes the units with these ids, commits, and merges away the deleted documents.
+    pub fn delete_units(&mut self, ids: &[&str]) -> Result<(), IndexError> {
+        let watermark = self.watermark()?;
+        for id in ids {
+            self.writer
+                .delete_term(Term::from_field_text(self.fields.id, id));
+        }
+        self.commit(watermark)?;
+        self.merge_all()
+    }
+
     /// Empties the index (before a rebuild).
     pub fn clear(&mut self) -> Result<(), IndexError> {
         self.writer.delete_all_documents()?;
@@ -360,6 +371,29 @@ mod tests {
                 .unwrap()
                 .len(),
             1
+        );
+        assert_eq!(idx.watermark().unwrap().turn_seq, 2);
+    }
+
+    #[test]
+    fn delete_units_removes_only_those_ids() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut idx = LexicalIndex::open(dir.path()).unwrap();
+        idx.add(
+            &[unit("a", "u1", "zebra", 1), unit("b", "u1", "zebra", 2)],
+            Watermark {
+                turn_seq: 2,
+                segment_seq: 0,
+            },
+        )
+        .unwrap();
+        idx.delete_units(&["a"]).unwrap();
+        let hits = idx
+            .search(&ScopeFilter::user("u1"), "zebra", 5, &[UnitKind::Turn])
+            .unwrap();
+        assert_eq!(
+            hits.iter().map(|h| h.id.as_str()).collect::<Vec<_>>(),
+            ["b"]
         );
         assert_eq!(idx.watermark().unwrap().turn_seq, 2);
     }

@@ -43,6 +43,17 @@ impl OpenSegment {
         self.members.iter().map(|m| m.tokens).sum()
     }
 
+    /// Drops the given turns (and their vectors) from the segment, as a deletion requires.
+    /// Returns whether any was a member.
+    pub fn remove(&mut self, ids: &[TurnId]) -> bool {
+        let before = self.members.len();
+        self.members.retain(|m| !ids.contains(&m.id));
+        if self.members.is_empty() {
+            self.session = None;
+        }
+        self.members.len() != before
+    }
+
     fn vectors(&self) -> impl Iterator<Item = &[f32]> + Clone {
         self.members.iter().filter_map(|m| m.vector.as_deref())
     }
@@ -327,5 +338,19 @@ mod tests {
         assert!(seg.flush(&mut open).is_none());
         seg.push(&mut open, input(0, 0, 30, "s"));
         assert_eq!(seg.flush(&mut open).unwrap().reason, CloseReason::Flushed);
+    }
+
+    #[test]
+    fn remove_drops_members_and_their_tokens() {
+        let seg = Segmenter::default();
+        let mut open = OpenSegment::default();
+        seg.push(&mut open, input(0, 0, 30, "s"));
+        seg.push(&mut open, input(1, 0, 20, "s"));
+        assert!(open.remove(&[TurnId("t0".into())]));
+        assert_eq!(open.turn_ids(), vec![TurnId("t1".into())]);
+        assert_eq!(open.tokens(), 20);
+        assert!(!open.remove(&[TurnId("t0".into())]));
+        assert!(open.remove(&[TurnId("t1".into())]));
+        assert!(open.is_empty());
     }
 }

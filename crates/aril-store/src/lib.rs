@@ -69,6 +69,32 @@ pub struct WriteBatch {
     pub segments: Vec<SegmentRecord>,
     pub open_segments: Vec<OpenSegmentRecord>,
     pub embeddings: Vec<Embedding>,
+    /// Memory versions the batch's turns hold.
+    pub revisions: Vec<RevisionRecord>,
+}
+
+/// A later version of a memory: the turn `turn` is version `version` (from 2) of the memory whose
+/// first version, and id, is the turn `memory`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RevisionRecord {
+    pub memory: TurnId,
+    pub version: u32,
+    pub turn: TurnId,
+}
+
+/// The deletion of single turns (every version of one memory), applied all-or-nothing with what
+/// the turns leave behind rebuilt.
+#[derive(Debug, Clone, Default)]
+pub struct TurnDeletion {
+    pub turns: Vec<TurnId>,
+    /// Closed segments that held any of the turns: removed…
+    pub segments: Vec<SegmentId>,
+    /// …and replaced by these (the same segments without the deleted turns; none when nothing is
+    /// left), with the cache entries their vectors need.
+    pub replacements: Vec<SegmentRecord>,
+    pub embeddings: Vec<Embedding>,
+    /// Open segments that held any of the turns, without them.
+    pub open_segments: Vec<OpenSegmentRecord>,
 }
 
 /// What a committed batch added.
@@ -179,14 +205,27 @@ pub trait Store: Send {
     /// Removes everything of the scopes a filter admits: turns, segments, open segments, and cached
     /// vectors no other unit uses. Fails with [`StoreError::UnknownScope`] when nothing matches.
     fn delete(&mut self, filter: &ScopeFilter) -> Result<DeleteReport, StoreError>;
+    /// Removes single turns with their revisions, swaps the segments that held them for their
+    /// replacements, and drops cached vectors nothing uses any more.
+    fn delete_turns(&mut self, deletion: TurnDeletion) -> Result<DeleteReport, StoreError>;
+    /// The closed segments holding any of the turns, in store order.
+    fn segments_holding(&self, turns: &[TurnId]) -> Result<Vec<Segment>, StoreError>;
+    /// The versions of a memory, first to newest (the first is the memory id itself). Empty when
+    /// no turn has this id, or when the turn is a later version of another memory.
+    fn memory_versions(&self, memory: &TurnId) -> Result<Vec<TurnId>, StoreError>;
+    /// For those of `turns` that are later versions of a memory: the memory's id.
+    fn memory_ids(&self, turns: &[TurnId]) -> Result<HashMap<TurnId, TurnId>, StoreError>;
+    /// A user's turns that a newer version of their memory replaces.
+    fn superseded(&self, user_id: &str) -> Result<HashSet<TurnId>, StoreError>;
     fn stats(&self) -> Result<StoreStats, StoreError>;
     /// Ids of the turns a filter admits, in store order, from `offset`, at most `limit`; and how
-    /// many it admits in all.
+    /// many it admits in all. With `current_only`, turns a newer version replaces are left out.
     fn list_turn_ids(
         &self,
         filter: &ScopeFilter,
         offset: u64,
         limit: u64,
+        current_only: bool,
     ) -> Result<(Vec<TurnId>, u64), StoreError>;
     /// Every user with at least one stored turn, sorted.
     fn users(&self) -> Result<Vec<String>, StoreError>;

@@ -1,8 +1,12 @@
-//! The SQLite schema and its version. Turns are never updated or deleted except by a scoped
-//! deletion; segments link to turns through `segment_turns`.
+//! The SQLite schema and its version. Turns are never updated; they are deleted only by a
+//! deletion (of a scope, or of one memory with all its versions). Segments link to turns through
+//! `segment_turns`; a memory's later versions link to its first turn through `revisions`.
+//!
+//! Version history: 1 = turns, segments, open segments, embeddings, API keys; 2 = `revisions`
+//! (memory versions). Opening a version-1 file upgrades it in place (the new table is empty).
 
 /// The schema this build reads and writes. A store with a higher version is refused.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 pub(crate) const SCHEMA: &str = r#"
 CREATE TABLE IF NOT EXISTS meta (
@@ -65,6 +69,18 @@ CREATE TABLE IF NOT EXISTS embeddings (
     chunks    BLOB NOT NULL,
     PRIMARY KEY (model, text_hash)
 );
+CREATE TABLE IF NOT EXISTS revisions (
+    turn_id   TEXT PRIMARY KEY REFERENCES turns (id) ON DELETE CASCADE,
+    memory_id TEXT NOT NULL REFERENCES turns (id) ON DELETE CASCADE,
+    version   INTEGER NOT NULL CHECK (version >= 2),
+    UNIQUE (memory_id, version)
+);
+-- Turns that a later version of their memory replaces: hidden from recall, kept for history.
+CREATE VIEW IF NOT EXISTS superseded (turn_id) AS
+    SELECT DISTINCT memory_id FROM revisions
+    UNION
+    SELECT r.turn_id FROM revisions r
+    WHERE r.version < (SELECT MAX(version) FROM revisions m WHERE m.memory_id = r.memory_id);
 CREATE TABLE IF NOT EXISTS api_keys (
     id       TEXT PRIMARY KEY,
     key_hash TEXT NOT NULL UNIQUE,

@@ -10,12 +10,12 @@ use aril_core::{
 };
 use aril_segment::OpenSegment;
 use chrono::{DateTime, Utc};
-use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter};
+use rusqlite::{Connection, OptionalExtension, Row, Transaction, params, params_from_iter};
 
 use crate::schema::{SCHEMA, SCHEMA_VERSION};
 use crate::{
-    ApiKeyRecord, CommitReport, DeleteReport, Embedding, Store, StoreError, StoreStats, UnitKind,
-    UnitText, UnitVectors, WriteBatch, codec,
+    ApiKeyRecord, CommitReport, DeleteReport, Embedding, Store, StoreError, StoreStats,
+    TurnDeletion, UnitKind, UnitText, UnitVectors, WriteBatch, codec,
 };
 
 /// SQLite allows 32766 bound parameters; stay well below.
@@ -69,8 +69,9 @@ impl SqliteStore {
             });
         }
         conn.execute_batch(SCHEMA).map_err(open_err)?;
+        // The schema above is additive, so an older file is now current.
         conn.execute(
-            "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?1)",
+            "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?1)",
             [SCHEMA_VERSION.to_string()],
         )
         .map_err(open_err)?;
@@ -95,6 +96,14 @@ impl SqliteStore {
             out.extend(f(&marks, chunk)?);
         }
         Ok(out)
+    }
+
+    /// Moves deleted pages out of the WAL into the (securely zeroed) main file, so deleted text
+    /// is gone from every file once a deletion returns.
+    fn checkpoint(&self) -> Result<(), StoreError> {
+        self.conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+        Ok(())
     }
 
     fn segment_turn_ids(&self, segment: &str) -> Result<Vec<TurnId>, StoreError> {
@@ -148,6 +157,118 @@ impl SqliteStore {
             })
             .collect()
     }
+}
+
+/// Drops the cache entries of the given text hashes that no turn or segment uses any more.
+fn drop_unused_embeddings(tx: &Transaction<'_>, hashes: &[String]) -> Result<usize, StoreError> {
+    let mut drop_unused = tx.prepare_cached(
+        "DELETE FROM embeddings WHERE text_hash = ?1 \
+         AND NOT EXISTS (SELECT 1 FROM turns WHERE text_hash = ?1) \
+         AND NOT EXISTS (SELECT 1 FROM segments WHERE text_hash = ?1)",
+    )?;
+    let mut dropped = 0;
+    for h in hashes {
+        dropped += drop_unused.execute([h])?;
+    }
+    Ok(dropped)
+}
+
+/// Writes a batch inside an open transaction.
+fn write_batch(tx: &Transaction<'_>, batch: &WriteBatch) -> Result<CommitReport, StoreError> {
+    let mut report = CommitReport::default();
+    let mut insert_turn = tx.prepare_cached(
+        "INSERT OR IGNORE INTO turns (id, user_id, agent_id, run_id, conversation, session, \
+             role, speaker, text, text_hash, event_time, ingest_time, source_id) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+    )?;
+    for rec in &batch.turns {
+        let t = &rec.turn.turn;
+        let n = insert_turn.execute(params![
+            rec.turn.id.0,
+            t.scope.user_id,
+            t.scope.agent_id.as_deref().unwrap_or(""),
+            t.scope.run_id.as_deref().unwrap_or(""),
+            t.conversation,
+            t.session,
+            t.role.as_str(),
+            t.speaker,
+            t.text,
+            rec.text_hash,
+            time_text(t.event_time),
+            rec.turn.ingest_time.to_rfc3339(),
+            t.source_id,
+        ])?;
+        if n == 1 {
+            report.turns_added += 1;
+        } else {
+            report.turns_skipped += 1;
+        }
+    }
+    let mut insert_segment = tx.prepare_cached(
+        "INSERT OR IGNORE INTO segments (id, user_id, agent_id, run_id, conversation, \
+             boundary_score, reason, tokens, start_time, end_time, text_hash) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+    )?;
+    let mut insert_link = tx.prepare_cached(
+        "INSERT INTO segment_turns (segment_id, ord, turn_id) VALUES (?1, ?2, ?3)",
+    )?;
+    for rec in &batch.segments {
+        let s = &rec.segment;
+        let n = insert_segment.execute(params![
+            s.id.0,
+            s.scope.user_id,
+            s.scope.agent_id.as_deref().unwrap_or(""),
+            s.scope.run_id.as_deref().unwrap_or(""),
+            s.conversation,
+            s.boundary_score as f64,
+            s.reason.as_str(),
+            s.tokens,
+            time_text(s.start_time),
+            time_text(s.end_time),
+            rec.text_hash,
+        ])?;
+        if n == 1 {
+            report.segments_added += 1;
+            for (ord, turn) in s.turns.iter().enumerate() {
+                insert_link.execute(params![s.id.0, ord as i64, turn.0])?;
+            }
+        }
+    }
+    let mut upsert_open = tx.prepare_cached(
+        "INSERT INTO open_segments (user_id, agent_id, run_id, conversation, state) \
+             VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (user_id, agent_id, run_id, conversation) \
+             DO UPDATE SET state = excluded.state",
+    )?;
+    for rec in &batch.open_segments {
+        let state = serde_json::to_string(&rec.state)
+            .map_err(|e| StoreError::Corrupt(format!("open segment state: {e}")))?;
+        upsert_open.execute(params![
+            rec.scope.user_id,
+            rec.scope.agent_id.as_deref().unwrap_or(""),
+            rec.scope.run_id.as_deref().unwrap_or(""),
+            rec.conversation,
+            state
+        ])?;
+    }
+    let mut insert_embedding = tx.prepare_cached(
+        "INSERT OR IGNORE INTO embeddings (model, text_hash, pieces, chunks) \
+             VALUES (?1, ?2, ?3, ?4)",
+    )?;
+    for e in &batch.embeddings {
+        insert_embedding.execute(params![
+            e.model,
+            e.text_hash,
+            e.pieces,
+            codec::encode(&e.chunks)
+        ])?;
+    }
+    let mut insert_revision = tx.prepare_cached(
+        "INSERT INTO revisions (turn_id, memory_id, version) VALUES (?1, ?2, ?3)",
+    )?;
+    for r in &batch.revisions {
+        insert_revision.execute(params![r.turn.0, r.memory.0, r.version])?;
+    }
+    Ok(report)
 }
 
 /// A `segments` row before its links and times are resolved.
@@ -240,95 +361,7 @@ impl Store for SqliteStore {
 
     fn commit(&mut self, batch: WriteBatch) -> Result<CommitReport, StoreError> {
         let tx = self.conn.transaction()?;
-        let mut report = CommitReport::default();
-        {
-            let mut insert_turn = tx.prepare_cached(
-                "INSERT OR IGNORE INTO turns (id, user_id, agent_id, run_id, conversation, session, \
-                 role, speaker, text, text_hash, event_time, ingest_time, source_id) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
-            )?;
-            for rec in &batch.turns {
-                let t = &rec.turn.turn;
-                let n = insert_turn.execute(params![
-                    rec.turn.id.0,
-                    t.scope.user_id,
-                    t.scope.agent_id.as_deref().unwrap_or(""),
-                    t.scope.run_id.as_deref().unwrap_or(""),
-                    t.conversation,
-                    t.session,
-                    t.role.as_str(),
-                    t.speaker,
-                    t.text,
-                    rec.text_hash,
-                    time_text(t.event_time),
-                    rec.turn.ingest_time.to_rfc3339(),
-                    t.source_id,
-                ])?;
-                if n == 1 {
-                    report.turns_added += 1;
-                } else {
-                    report.turns_skipped += 1;
-                }
-            }
-            let mut insert_segment = tx.prepare_cached(
-                "INSERT OR IGNORE INTO segments (id, user_id, agent_id, run_id, conversation, \
-                 boundary_score, reason, tokens, start_time, end_time, text_hash) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-            )?;
-            let mut insert_link = tx.prepare_cached(
-                "INSERT INTO segment_turns (segment_id, ord, turn_id) VALUES (?1, ?2, ?3)",
-            )?;
-            for rec in &batch.segments {
-                let s = &rec.segment;
-                let n = insert_segment.execute(params![
-                    s.id.0,
-                    s.scope.user_id,
-                    s.scope.agent_id.as_deref().unwrap_or(""),
-                    s.scope.run_id.as_deref().unwrap_or(""),
-                    s.conversation,
-                    s.boundary_score as f64,
-                    s.reason.as_str(),
-                    s.tokens,
-                    time_text(s.start_time),
-                    time_text(s.end_time),
-                    rec.text_hash,
-                ])?;
-                if n == 1 {
-                    report.segments_added += 1;
-                    for (ord, turn) in s.turns.iter().enumerate() {
-                        insert_link.execute(params![s.id.0, ord as i64, turn.0])?;
-                    }
-                }
-            }
-            let mut upsert_open = tx.prepare_cached(
-                "INSERT INTO open_segments (user_id, agent_id, run_id, conversation, state) \
-                 VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (user_id, agent_id, run_id, conversation) \
-                 DO UPDATE SET state = excluded.state",
-            )?;
-            for rec in &batch.open_segments {
-                let state = serde_json::to_string(&rec.state)
-                    .map_err(|e| StoreError::Corrupt(format!("open segment state: {e}")))?;
-                upsert_open.execute(params![
-                    rec.scope.user_id,
-                    rec.scope.agent_id.as_deref().unwrap_or(""),
-                    rec.scope.run_id.as_deref().unwrap_or(""),
-                    rec.conversation,
-                    state
-                ])?;
-            }
-            let mut insert_embedding = tx.prepare_cached(
-                "INSERT OR IGNORE INTO embeddings (model, text_hash, pieces, chunks) \
-                 VALUES (?1, ?2, ?3, ?4)",
-            )?;
-            for e in &batch.embeddings {
-                insert_embedding.execute(params![
-                    e.model,
-                    e.text_hash,
-                    e.pieces,
-                    codec::encode(&e.chunks)
-                ])?;
-            }
-        }
+        let report = write_batch(&tx, &batch)?;
         tx.commit()?;
         Ok(report)
     }
@@ -576,21 +609,9 @@ impl Store for SqliteStore {
             &format!("DELETE FROM open_segments WHERE {clause}"),
             params_from_iter(&args),
         )?;
-        let mut embeddings = 0;
-        {
-            let mut drop_unused = tx.prepare_cached(
-                "DELETE FROM embeddings WHERE text_hash = ?1 \
-                 AND NOT EXISTS (SELECT 1 FROM turns WHERE text_hash = ?1) \
-                 AND NOT EXISTS (SELECT 1 FROM segments WHERE text_hash = ?1)",
-            )?;
-            for h in &hashes {
-                embeddings += drop_unused.execute([h])?;
-            }
-        }
+        let embeddings = drop_unused_embeddings(&tx, &hashes)?;
         tx.commit()?;
-        // Move the deleted pages out of the WAL into the (securely zeroed) main file.
-        self.conn
-            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+        self.checkpoint()?;
         Ok(DeleteReport {
             turns: turns as u64,
             segments: segments as u64,
@@ -598,13 +619,127 @@ impl Store for SqliteStore {
         })
     }
 
+    fn delete_turns(&mut self, deletion: TurnDeletion) -> Result<DeleteReport, StoreError> {
+        let turn_ids: Vec<String> = deletion.turns.iter().map(|t| t.0.clone()).collect();
+        let segment_ids: Vec<String> = deletion.segments.iter().map(|s| s.0.clone()).collect();
+        let tx = self.conn.transaction()?;
+        let mut hashes: Vec<String> = Vec::new();
+        let (mut turns, mut segments) = (0, 0);
+        for (table, ids, removed) in [
+            ("segments", &segment_ids, &mut segments),
+            ("turns", &turn_ids, &mut turns),
+        ] {
+            for chunk in ids.chunks(IN_CHUNK) {
+                let marks = vec!["?"; chunk.len()].join(",");
+                let mut stmt = tx.prepare(&format!(
+                    "SELECT DISTINCT text_hash FROM {table} WHERE id IN ({marks})"
+                ))?;
+                hashes.extend(
+                    stmt.query_map(params_from_iter(chunk), |r| r.get::<_, String>(0))?
+                        .collect::<Result<Vec<_>, _>>()?,
+                );
+                if table == "turns" {
+                    tx.execute(
+                        &format!("DELETE FROM revisions WHERE memory_id IN ({marks})"),
+                        params_from_iter(chunk),
+                    )?;
+                }
+                *removed += tx.execute(
+                    &format!("DELETE FROM {table} WHERE id IN ({marks})"),
+                    params_from_iter(chunk),
+                )?;
+            }
+        }
+        write_batch(
+            &tx,
+            &WriteBatch {
+                segments: deletion.replacements,
+                open_segments: deletion.open_segments,
+                embeddings: deletion.embeddings,
+                ..Default::default()
+            },
+        )?;
+        let embeddings = drop_unused_embeddings(&tx, &hashes)?;
+        tx.commit()?;
+        self.checkpoint()?;
+        Ok(DeleteReport {
+            turns: turns as u64,
+            segments: segments as u64,
+            embeddings: embeddings as u64,
+        })
+    }
+
+    fn segments_holding(&self, turns: &[TurnId]) -> Result<Vec<Segment>, StoreError> {
+        let ids: Vec<String> = turns.iter().map(|t| t.0.clone()).collect();
+        let mut found = Self::in_chunks(&ids, |marks, chunk| {
+            self.segments_where(
+                &format!("id IN (SELECT segment_id FROM segment_turns WHERE turn_id IN ({marks}))"),
+                chunk,
+            )
+        })?;
+        let mut seen = HashSet::new();
+        found.retain(|s| seen.insert(s.id.clone()));
+        Ok(found)
+    }
+
+    fn memory_versions(&self, memory: &TurnId) -> Result<Vec<TurnId>, StoreError> {
+        let (exists, is_later): (bool, bool) = self.conn.query_row(
+            "SELECT EXISTS (SELECT 1 FROM turns WHERE id = ?1), \
+             EXISTS (SELECT 1 FROM revisions WHERE turn_id = ?1)",
+            [&memory.0],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        if !exists || is_later {
+            return Ok(Vec::new());
+        }
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT turn_id FROM revisions WHERE memory_id = ?1 ORDER BY version",
+        )?;
+        let mut versions = vec![memory.clone()];
+        for id in stmt.query_map([&memory.0], |r| r.get::<_, String>(0))? {
+            versions.push(TurnId(id?));
+        }
+        Ok(versions)
+    }
+
+    fn memory_ids(&self, turns: &[TurnId]) -> Result<HashMap<TurnId, TurnId>, StoreError> {
+        let ids: Vec<String> = turns.iter().map(|t| t.0.clone()).collect();
+        let pairs = Self::in_chunks(&ids, |marks, chunk| {
+            let mut stmt = self.conn.prepare(&format!(
+                "SELECT turn_id, memory_id FROM revisions WHERE turn_id IN ({marks})"
+            ))?;
+            let rows = stmt
+                .query_map(params_from_iter(chunk), |r| {
+                    Ok((TurnId(r.get(0)?), TurnId(r.get(1)?)))
+                })?
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(rows)
+        })?;
+        Ok(pairs.into_iter().collect())
+    }
+
+    fn superseded(&self, user_id: &str) -> Result<HashSet<TurnId>, StoreError> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT s.turn_id FROM superseded s JOIN turns t ON t.id = s.turn_id \
+             WHERE t.user_id = ?1",
+        )?;
+        let ids = stmt
+            .query_map([user_id], |r| r.get::<_, String>(0).map(TurnId))?
+            .collect::<Result<_, _>>()?;
+        Ok(ids)
+    }
+
     fn list_turn_ids(
         &self,
         filter: &ScopeFilter,
         offset: u64,
         limit: u64,
+        current_only: bool,
     ) -> Result<(Vec<TurnId>, u64), StoreError> {
-        let (clause, args) = filter_clause(filter);
+        let (mut clause, args) = filter_clause(filter);
+        if current_only {
+            clause.push_str(" AND id NOT IN (SELECT turn_id FROM superseded)");
+        }
         let total: i64 = self.conn.query_row(
             &format!("SELECT COUNT(*) FROM turns WHERE {clause}"),
             params_from_iter(&args),

@@ -1,9 +1,11 @@
-//! The embedded store: atomic batches, idempotent inserts, scoped deletion, schema guard.
+//! The embedded store: atomic batches, idempotent inserts, scoped deletion, memory versions and
+//! single-memory deletion, schema guard.
 
 use aril_core::{CloseReason, NewTurn, Role, Scope, ScopeFilter, Segment, SegmentId, Turn, TurnId};
 use aril_segment::OpenSegment;
 use aril_store::{
-    Embedding, SegmentRecord, SqliteStore, Store, StoreError, StoredChunk, TurnRecord, WriteBatch,
+    Embedding, RevisionRecord, SegmentRecord, SqliteStore, Store, StoreError, StoredChunk,
+    TurnDeletion, TurnRecord, WriteBatch,
 };
 use chrono::Utc;
 
@@ -70,6 +72,7 @@ fn fill(store: &mut SqliteStore, user: &str) -> Vec<TurnRecord> {
             segments: vec![segment(user, &turns.iter().collect::<Vec<_>>())],
             open_segments: vec![],
             embeddings,
+            revisions: vec![],
         })
         .unwrap();
     turns
@@ -212,4 +215,116 @@ fn integrity_check_catches_a_turn_outside_the_segmentation() {
         .unwrap();
     let err = store.check_integrity().unwrap_err().to_string();
     assert!(err.contains("1 turns, but 0 in closed segments"), "{err}");
+}
+
+/// Commits `turn` as version `version` of the memory `memory` (outside any segment).
+fn revise(store: &mut SqliteStore, memory: &TurnRecord, turn: TurnRecord, version: u32) {
+    store
+        .commit(WriteBatch {
+            revisions: vec![RevisionRecord {
+                memory: memory.turn.id.clone(),
+                version,
+                turn: turn.turn.id.clone(),
+            }],
+            embeddings: vec![embedding(&turn.text_hash)],
+            turns: vec![turn],
+            ..Default::default()
+        })
+        .unwrap();
+}
+
+#[test]
+fn later_versions_supersede_earlier_ones_and_keep_the_memory_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = SqliteStore::open(&dir.path().join("s.sqlite")).unwrap();
+    let turns = fill(&mut store, "u");
+    let (v2, v3) = (turn("u", 20), turn("u", 30));
+    revise(&mut store, &turns[0], v2.clone(), 2);
+    revise(&mut store, &turns[0], v3.clone(), 3);
+    let memory = &turns[0].turn.id;
+    assert_eq!(
+        store.memory_versions(memory).unwrap(),
+        vec![memory.clone(), v2.turn.id.clone(), v3.turn.id.clone()]
+    );
+    // A later version is not a memory id of its own; an unknown id has no versions.
+    assert!(store.memory_versions(&v2.turn.id).unwrap().is_empty());
+    assert!(
+        store
+            .memory_versions(&TurnId("t_nope".into()))
+            .unwrap()
+            .is_empty()
+    );
+    let ids = store
+        .memory_ids(&[v3.turn.id.clone(), turns[1].turn.id.clone()])
+        .unwrap();
+    assert_eq!(ids.len(), 1);
+    assert_eq!(ids[&v3.turn.id], *memory);
+    let superseded = store.superseded("u").unwrap();
+    assert_eq!(superseded.len(), 2);
+    assert!(superseded.contains(memory) && superseded.contains(&v2.turn.id));
+    assert!(store.superseded("someone else").unwrap().is_empty());
+    let (current, total) = store
+        .list_turn_ids(&ScopeFilter::user("u"), 0, 10, true)
+        .unwrap();
+    assert_eq!(total, 3);
+    assert!(current.contains(&v3.turn.id) && !current.contains(memory));
+    let (all, total) = store
+        .list_turn_ids(&ScopeFilter::user("u"), 0, 10, false)
+        .unwrap();
+    assert_eq!((all.len(), total), (5, 5));
+    // A version number is used once per memory.
+    let again = store.commit(WriteBatch {
+        turns: vec![turn("u", 40)],
+        revisions: vec![RevisionRecord {
+            memory: memory.clone(),
+            version: 3,
+            turn: turn("u", 40).turn.id,
+        }],
+        ..Default::default()
+    });
+    assert!(again.is_err());
+    assert!(store.turns(&[turn("u", 40).turn.id]).unwrap().is_empty());
+}
+
+#[test]
+fn deleting_turns_swaps_their_segment_for_its_replacement_and_drops_their_vectors() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = SqliteStore::open(&dir.path().join("s.sqlite")).unwrap();
+    let turns = fill(&mut store, "u");
+    let v2 = turn("u", 20);
+    revise(&mut store, &turns[0], v2.clone(), 2);
+    let holding = store.segments_holding(&[turns[0].turn.id.clone()]).unwrap();
+    assert_eq!(holding.len(), 1);
+    let replacement = segment("u", &[&turns[1], &turns[2]]);
+    let mut replacement = replacement;
+    replacement.text_hash = "seg-u-rebuilt".into();
+    let report = store
+        .delete_turns(TurnDeletion {
+            turns: vec![turns[0].turn.id.clone(), v2.turn.id.clone()],
+            segments: vec![holding[0].id.clone()],
+            replacements: vec![replacement.clone()],
+            embeddings: vec![embedding("seg-u-rebuilt")],
+            open_segments: vec![],
+        })
+        .unwrap();
+    assert_eq!(
+        (report.turns, report.segments, report.embeddings),
+        (2, 1, 3),
+        "two turns, the old segment, and the vectors of both turns and the old segment"
+    );
+    assert!(store.memory_versions(&turns[0].turn.id).unwrap().is_empty());
+    assert!(store.superseded("u").unwrap().is_empty());
+    let segments = store.list_segments(&ScopeFilter::user("u")).unwrap();
+    assert_eq!(segments.len(), 1);
+    assert_eq!(segments[0].turns, replacement.segment.turns);
+    let hashes: Vec<String> = ["h-u-1", "h-u-20", "seg-u", "seg-u-rebuilt", "h-u-2"]
+        .map(String::from)
+        .to_vec();
+    let mut cached: Vec<String> = store
+        .embeddings("m", &hashes)
+        .unwrap()
+        .into_keys()
+        .collect();
+    cached.sort();
+    assert_eq!(cached, vec!["h-u-2".to_string(), "seg-u-rebuilt".into()]);
 }

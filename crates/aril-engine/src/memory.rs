@@ -1,0 +1,196 @@
+//! Memories as users and agents edit them. Without an LLM a memory is a turn, and its id is the
+//! turn's id. An update appends a new turn as the memory's next version: the old version stays
+//! (hidden from recall and listings, shown by its history), so the store stays append-only. A
+//! deletion removes every version and rebuilds what held them: the closed segments are replaced by
+//! the same segments without those turns (with fresh vectors), open segments drop them, and the
+//! lexical index, the vector index and the embedding cache lose every trace.
+
+use std::collections::HashMap;
+
+use aril_core::{NewTurn, Scope, Segment, Turn, TurnId, tokens};
+use aril_segment::Closed;
+use aril_store::{DeleteReport, OpenSegmentRecord, RevisionRecord, TurnDeletion};
+use chrono::{DateTime, Utc};
+
+use crate::{Engine, EngineError};
+
+impl Engine {
+    /// The versions of a memory, first to newest; `None` when no memory has this id (a later
+    /// version's own turn id is not a memory id).
+    pub fn memory(&self, id: &TurnId) -> Result<Option<Vec<Turn>>, EngineError> {
+        let versions = self.store.memory_versions(id)?;
+        if versions.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(self.store.turns(&versions)?))
+    }
+
+    /// The memory id of each turn: a later version maps to its memory, any other turn to itself.
+    pub fn memory_ids(&self, turns: &[TurnId]) -> Result<HashMap<TurnId, TurnId>, EngineError> {
+        let later = self.store.memory_ids(turns)?;
+        Ok(turns
+            .iter()
+            .map(|t| (t.clone(), later.get(t).unwrap_or(t).clone()))
+            .collect())
+    }
+
+    /// A page of a scope's memories as they stand now (each memory's newest version), in store
+    /// order, and how many the scope has in all.
+    pub fn list_memories(
+        &self,
+        filter: &aril_core::ScopeFilter,
+        offset: u64,
+        limit: u64,
+    ) -> Result<(Vec<Turn>, u64), EngineError> {
+        let (ids, total) = self.store.list_turn_ids(filter, offset, limit, true)?;
+        Ok((self.store.turns(&ids)?, total))
+    }
+
+    /// Writes `text` as the next version of a memory and returns the new version's turn. The new
+    /// turn joins its conversation like any other (embedded, segmented, indexed); `event_time`
+    /// defaults to now, when the memory changed.
+    pub fn update_memory(
+        &mut self,
+        id: &TurnId,
+        text: &str,
+        event_time: Option<DateTime<Utc>>,
+    ) -> Result<Turn, EngineError> {
+        let versions = self.store.memory_versions(id)?;
+        let (Some(first), Some(current)) = (versions.first(), versions.last()) else {
+            return Err(EngineError::UnknownMemory(id.0.clone()));
+        };
+        let stored = self.store.turns(&[first.clone(), current.clone()])?;
+        let (Some(first), Some(current)) = (stored.first(), stored.last()) else {
+            return Err(EngineError::UnknownMemory(id.0.clone()));
+        };
+        let version = versions.len() as u32 + 1;
+        let source = first.turn.source_id.as_deref().unwrap_or(&id.0);
+        let turn = NewTurn {
+            text: text.trim().to_string(),
+            event_time: Some(event_time.unwrap_or_else(Utc::now)),
+            source_id: Some(format!("{source}#v{version}")),
+            ..current.turn.clone()
+        };
+        turn.validate()?;
+        let new_id = turn.id();
+        if self
+            .store
+            .existing_turns(&[new_id.clone()])?
+            .contains(&new_id)
+        {
+            return Err(aril_core::InvalidInput(format!(
+                "memory {id} already has a version {version}: read it again and retry"
+            ))
+            .into());
+        }
+        let (scope, conversation) = (turn.scope.clone(), turn.conversation.clone());
+        let mut open = self.store.open_segment(&scope, &conversation)?;
+        let revision = RevisionRecord {
+            memory: id.clone(),
+            version,
+            turn: new_id.clone(),
+        };
+        self.ingest_batch(
+            &scope,
+            &conversation,
+            &[(new_id.clone(), turn)],
+            &mut open,
+            false,
+            vec![revision],
+        )?;
+        self.store
+            .turns(&[new_id.clone()])?
+            .into_iter()
+            .next()
+            .ok_or(EngineError::UnknownMemory(new_id.0))
+    }
+
+    /// Deletes a memory with all its versions, everywhere: store, segments, indexes and cache.
+    pub fn delete_memory(&mut self, id: &TurnId) -> Result<DeleteReport, EngineError> {
+        let versions = self.store.memory_versions(id)?;
+        if versions.is_empty() {
+            return Err(EngineError::UnknownMemory(id.0.clone()));
+        }
+        let turns = self.store.turns(&versions)?;
+        let holding = self.store.segments_holding(&versions)?;
+        let mut replacements = Vec::new();
+        let mut embeddings = Vec::new();
+        for segment in &holding {
+            if let Some(rebuilt) = self.without(segment, &versions)? {
+                let (records, fresh) = self.segment_vectors(vec![rebuilt], &embeddings)?;
+                replacements.extend(records);
+                embeddings.extend(fresh);
+            }
+        }
+        let mut conversations: Vec<(Scope, String)> = Vec::new();
+        for t in &turns {
+            let key = (t.turn.scope.clone(), t.turn.conversation.clone());
+            if !conversations.contains(&key) {
+                conversations.push(key);
+            }
+        }
+        let mut open_segments = Vec::new();
+        for (scope, conversation) in conversations {
+            let mut state = self.store.open_segment(&scope, &conversation)?;
+            if state.remove(&versions) {
+                open_segments.push(OpenSegmentRecord {
+                    scope,
+                    conversation,
+                    state,
+                });
+            }
+        }
+        let report = self.store.delete_turns(TurnDeletion {
+            turns: versions.clone(),
+            segments: holding.iter().map(|s| s.id.clone()).collect(),
+            replacements,
+            embeddings,
+            open_segments,
+        })?;
+        let gone: Vec<&str> = versions
+            .iter()
+            .map(|t| t.0.as_str())
+            .chain(holding.iter().map(|s| s.id.0.as_str()))
+            .collect();
+        self.lexical.delete_units(&gone)?;
+        self.catch_up_lexical()?;
+        for t in &turns {
+            self.vectors.evict(&t.turn.scope.user_id);
+        }
+        Ok(report)
+    }
+
+    /// A closed segment without the given turns, with the texts its vector is made from; `None`
+    /// when no turn is left.
+    fn without(
+        &self,
+        segment: &Segment,
+        removed: &[TurnId],
+    ) -> Result<Option<(Segment, Vec<String>)>, EngineError> {
+        let left: Vec<TurnId> = segment
+            .turns
+            .iter()
+            .filter(|t| !removed.contains(t))
+            .cloned()
+            .collect();
+        if left.is_empty() {
+            return Ok(None);
+        }
+        let tokens = self
+            .store
+            .turns(&left)?
+            .iter()
+            .map(|t| tokens::count(&t.rendered()) as u32)
+            .sum();
+        let closed = Closed {
+            turns: left,
+            reason: segment.reason,
+            score: segment.boundary_score,
+            tokens,
+        };
+        Ok(self
+            .build_segments(&segment.scope, &segment.conversation, &[closed], &[])?
+            .into_iter()
+            .next())
+    }
+}
