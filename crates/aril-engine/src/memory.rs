@@ -75,7 +75,7 @@ impl Engine {
         let new_id = turn.id();
         if self
             .store
-            .existing_turns(&[new_id.clone()])?
+            .existing_turns(std::slice::from_ref(&new_id))?
             .contains(&new_id)
         {
             return Err(aril_core::InvalidInput(format!(
@@ -99,7 +99,7 @@ impl Engine {
             vec![revision],
         )?;
         self.store
-            .turns(&[new_id.clone()])?
+            .turns(std::slice::from_ref(&new_id))?
             .into_iter()
             .next()
             .ok_or(EngineError::UnknownMemory(new_id.0))
