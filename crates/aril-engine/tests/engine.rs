@@ -353,7 +353,10 @@ fn an_update_is_a_new_version_that_recall_prefers_and_history_keeps() {
             "I adopted a greyhound called Faisca."
         ]
     );
-    assert_eq!(engine.memory_ids(&[v2.id.clone()]).unwrap()[&v2.id], id);
+    assert_eq!(
+        engine.memory_ids(std::slice::from_ref(&v2.id)).unwrap()[&v2.id],
+        id
+    );
     // Recall shows the newest version only; the old one is kept for history.
     let r = search(&mut engine, "u", "What dog did I adopt?", 10);
     assert!(texts(&r).contains("Faisca"), "{}", texts(&r));
