@@ -20,7 +20,7 @@ from checks import ARIL, aril, check, done, start_server
 
 TOOLS = {
     "add_memory", "search_memories", "get_memories", "get_memory", "update_memory",
-    "delete_memory", "delete_all_memories", "append_turns", "recall_context",
+    "delete_memory", "delete_all_memories", "append_turns", "recall_context", "memory_history",
 }
 def payload(result):
     if result.structured_content is not None:
@@ -33,7 +33,7 @@ async def exercise(session, transport, user_arg):
     await session.initialize()
     listed = await session.list_tools()
     names = {t.name for t in listed.tools}
-    check(f"{transport}: lists the nine tools", TOOLS <= names, names)
+    check(f"{transport}: lists the ten tools", TOOLS <= names, names)
     described = all(t.description and t.input_schema.get("properties") for t in listed.tools)
     check(f"{transport}: every tool has a description and an input schema", described)
 
@@ -61,10 +61,17 @@ async def exercise(session, transport, user_arg):
     ctx = payload(r)
     check(f"{transport}: recall_context", not r.is_error and "[2024-08-04 07:30]" in ctx["context"] and ctx["context_tokens"] <= 200, ctx)
 
-    r = await session.call_tool("update_memory", {"memory_id": mid, "text": "x"})
-    check(f"{transport}: update_memory says it is not available", r.is_error and payload(r)["code"] == "not_supported", payload(r))
+    r = await session.call_tool("update_memory", {"memory_id": mid, "text": "I'm training for the Chicago marathon in October."})
+    check(f"{transport}: update_memory keeps the id", not r.is_error and payload(r)["id"] == mid and "Chicago" in payload(r)["memory"], payload(r))
+    r = await session.call_tool("memory_history", {"memory_id": mid})
+    hist = payload(r)["results"]
+    check(f"{transport}: memory_history", not r.is_error and [h["event"] for h in hist] == ["ADD", "UPDATE"], hist)
+    r = await session.call_tool("update_memory", {"memory_id": mid, "text": "x", "at": "last tuesday"})
+    check(f"{transport}: a bad time is a clear tool error", r.is_error and "RFC 3339" in payload(r)["message"], payload(r))
     r = await session.call_tool("delete_memory", {"memory_id": mid})
-    check(f"{transport}: delete_memory says it is not available", r.is_error and payload(r)["code"] == "not_supported", payload(r))
+    check(f"{transport}: delete_memory", not r.is_error and payload(r)["deleted"]["turns"] == 2, payload(r))
+    r = await session.call_tool("get_memory", {"memory_id": mid})
+    check(f"{transport}: a deleted memory is gone", r.is_error and payload(r)["code"] == "not_found", payload(r))
     r = await session.call_tool("search_memories", {"query": "", **user_arg})
     check(f"{transport}: a bad argument is a clear tool error", r.is_error and "query" in payload(r)["message"], payload(r))
     r = await session.call_tool("delete_all_memories", {})

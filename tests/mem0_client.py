@@ -23,10 +23,16 @@ def raises(fn):
     return None
 
 
+def not_found(fn):
+    """True when `fn` fails with the client's 404 exception."""
+    return type(raises(fn)).__name__ == "MemoryNotFoundError"
+
+
 def main():
     data = tempfile.mkdtemp(prefix="aril-mem0-")
     alice_key = aril(data, "keys", "create", "--user", "alice")
     admin_key = aril(data, "keys", "create", "--admin")
+    bob_key = aril(data, "keys", "create", "--user", "bob")
     server, base = start_server(data)
     try:
         client = MemoryClient(api_key=alice_key, host=base)
@@ -60,15 +66,32 @@ def main():
 
         err = raises(lambda: client.search("x", filters={"user_id": "bob"}))
         check("another user's scope is refused", err is not None and ("403" in str(err) or "another user" in str(err)), err)
-        check("update is refused, not faked", raises(lambda: client.update(ids[0], text="new")) is not None)
-        check("history is refused, not faked", raises(lambda: client.history(ids[0])) is not None)
+
+        # One memory: update (a new version, same id), history, delete.
+        updated = client.update(ids[0], text="I'm vegan now, and still allergic to peanuts.")
+        check("update keeps the memory id", updated["id"] == ids[0] and updated["memory"].startswith("I'm vegan"), updated)
+        check("get returns the newest version", client.get(ids[0])["memory"].startswith("I'm vegan"))
+        hist = client.history(ids[0])
+        check("history shows both versions", [h["event"] for h in hist] == ["ADD", "UPDATE"]
+              and hist[1]["old_memory"].startswith("I'm vegetarian") and hist[1]["new_memory"].startswith("I'm vegan"), hist)
+        found = client.search("is she vegan or vegetarian?", filters={"user_id": "alice"}, top_k=5)
+        check("search shows the newest version under the memory id",
+              any(r["id"] == ids[0] and r["memory"].startswith("I'm vegan") for r in found["results"])
+              and not any(r["memory"].startswith("I'm vegetarian") for r in found["results"]), found)
+        check("get_all counts the memory once", client.get_all(filters={"user_id": "alice"})["count"] == 4)
+        check("update without text is refused", raises(lambda: client.update(ids[0], metadata={"k": 1})) is not None)
+        check("an unknown memory is missing", not_found(lambda: client.update("t_nope", text="x")))
+        client.delete(ids[1])
+        check("delete removes one memory", client.get_all(filters={"user_id": "alice"})["count"] == 3)
+        check("a deleted memory is gone", not_found(lambda: client.get(ids[1])))
+        check("its history is gone too", not_found(lambda: client.history(ids[1])))
 
         users = client.users()
         check("users lists alice only", [e["name"] for e in users["results"]] == ["alice"], users)
 
         admin = MemoryClient(api_key=admin_key, host=base)
         check("scope-less delete_all is refused", raises(lambda: admin.delete_all()) is not None)
-        check("nothing was deleted by it", client.get_all(filters={"user_id": "alice"})["count"] == 4)
+        check("nothing was deleted by it", client.get_all(filters={"user_id": "alice"})["count"] == 3)
         client.delete_all(user_id="alice")
         check("delete_all(user_id) empties the scope", client.get_all(filters={"user_id": "alice"})["count"] == 0)
 
@@ -83,6 +106,17 @@ def main():
         mid = r.json()["results"][0]["id"]
         r = httpx.get(f"{base}/memories/{mid}", headers=h)
         check("OSS GET /memories/{id}", r.status_code == 200 and r.json()["id"] == mid, r.text)
+        r = httpx.put(f"{base}/memories/{mid}", headers=h, json={"text": "My sister lives in Lille now."})
+        check("OSS PUT /memories/{id}", r.status_code == 200 and r.json()["memory"].endswith("Lille now."), r.text)
+        r = httpx.get(f"{base}/memories/{mid}/history", headers=h)
+        check("OSS GET /memories/{id}/history", r.status_code == 200 and len(r.json()) == 2, r.text)
+        r = httpx.put(f"{base}/memories/{mid}", headers=h, json={"text": "x", "colour": "red"})
+        check("an unknown update field is a 400", r.status_code == 400 and "colour" in r.json()["error"]["message"], r.text)
+        r = httpx.delete(f"{base}/memories/{mid}", headers={"Authorization": f"Token {bob_key}"})
+        check("another user's memory cannot be deleted (404, no leak)", r.status_code == 404, r.text)
+        r = httpx.delete(f"{base}/memories/{mid}", headers=h)
+        check("OSS DELETE /memories/{id}", r.status_code == 200, r.text)
+        r = httpx.post(f"{base}/memories", headers=h, json={"messages": [{"role": "user", "content": "My sister lives in Lyon."}], "user_id": "alice"})
         r = httpx.delete(f"{base}/memories", headers=h, params={"user_id": "alice"})
         check("OSS DELETE /memories?user_id", r.status_code == 200, r.text)
         r = httpx.post(f"{base}/reset", headers={"Authorization": f"Token {admin_key}"}, json={"confirm": "delete all memories"})

@@ -36,6 +36,7 @@ pub use error::EngineError;
 pub use ingest::{IngestOptions, IngestReport, Progress};
 pub use input::{TurnDefaults, TurnIn, parse_time};
 pub use keys::{Grant, KeyRing};
+pub use memory::MemoryView;
 pub use search::{SearchHit, SearchRequest, SearchResponse, SourceRef};
 
 /// Where the lexical index lives inside a data directory.

@@ -14,7 +14,47 @@ use chrono::{DateTime, Utc};
 
 use crate::{Engine, EngineError};
 
+/// A memory as it stands now.
+#[derive(Debug, Clone)]
+pub struct MemoryView {
+    /// The memory's id: the turn id of its first version.
+    pub id: TurnId,
+    /// Its newest version.
+    pub current: Turn,
+    /// When its first version was said (else stored).
+    pub created: DateTime<Utc>,
+}
+
 impl Engine {
+    /// The memories the given turns hold now: each turn with its memory's id and first time.
+    /// Turns that are not later versions are memories of their own.
+    pub fn memory_views(&self, turns: Vec<Turn>) -> Result<Vec<MemoryView>, EngineError> {
+        let ids: Vec<TurnId> = turns.iter().map(|t| t.id.clone()).collect();
+        let later = self.store.memory_ids(&ids)?;
+        let firsts: Vec<TurnId> = later.values().cloned().collect();
+        let first_times: HashMap<TurnId, DateTime<Utc>> = self
+            .store
+            .turns(&firsts)?
+            .into_iter()
+            .map(|t| (t.id.clone(), t.turn.event_time.unwrap_or(t.ingest_time)))
+            .collect();
+        Ok(turns
+            .into_iter()
+            .map(|t| {
+                let id = later.get(&t.id).cloned().unwrap_or_else(|| t.id.clone());
+                let created = first_times
+                    .get(&id)
+                    .copied()
+                    .unwrap_or(t.turn.event_time.unwrap_or(t.ingest_time));
+                MemoryView {
+                    id,
+                    current: t,
+                    created,
+                }
+            })
+            .collect())
+    }
+
     /// The versions of a memory, first to newest; `None` when no memory has this id (a later
     /// version's own turn id is not a memory id).
     pub fn memory(&self, id: &TurnId) -> Result<Option<Vec<Turn>>, EngineError> {
@@ -23,15 +63,6 @@ impl Engine {
             return Ok(None);
         }
         Ok(Some(self.store.turns(&versions)?))
-    }
-
-    /// The memory id of each turn: a later version maps to its memory, any other turn to itself.
-    pub fn memory_ids(&self, turns: &[TurnId]) -> Result<HashMap<TurnId, TurnId>, EngineError> {
-        let later = self.store.memory_ids(turns)?;
-        Ok(turns
-            .iter()
-            .map(|t| (t.clone(), later.get(t).unwrap_or(t).clone()))
-            .collect())
     }
 
     /// A page of a scope's memories as they stand now (each memory's newest version), in store

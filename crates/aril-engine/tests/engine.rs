@@ -353,10 +353,9 @@ fn an_update_is_a_new_version_that_recall_prefers_and_history_keeps() {
             "I adopted a greyhound called Faisca."
         ]
     );
-    assert_eq!(
-        engine.memory_ids(std::slice::from_ref(&v2.id)).unwrap()[&v2.id],
-        id
-    );
+    let view = &engine.memory_views(vec![v2.clone()]).unwrap()[0];
+    assert_eq!(view.id, id);
+    assert_eq!(view.created, versions[0].turn.event_time.unwrap());
     // Recall shows the newest version only; the old one is kept for history.
     let r = search(&mut engine, "u", "What dog did I adopt?", 10);
     assert!(texts(&r).contains("Faisca"), "{}", texts(&r));

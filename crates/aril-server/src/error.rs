@@ -83,7 +83,9 @@ impl From<EngineError> for ApiError {
         let message = e.to_string();
         match e {
             EngineError::InvalidInput(_) => Self::bad_request(message),
-            EngineError::Store(StoreError::UnknownScope(_)) => Self::not_found(message),
+            EngineError::Store(StoreError::UnknownScope(_)) | EngineError::UnknownMemory(_) => {
+                Self::not_found(message)
+            }
             EngineError::Embed(EmbedError::ModelMissing { .. }) => {
                 Self::new(StatusCode::SERVICE_UNAVAILABLE, "model_missing", message)
             }

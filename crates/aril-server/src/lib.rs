@@ -15,6 +15,7 @@ mod error;
 mod extract;
 pub mod mcp;
 pub mod mem0;
+mod memory;
 pub mod native;
 mod state;
 

@@ -17,9 +17,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::auth::Caller;
-use crate::mem0::{
-    Message, ScopeArgs, add_messages, memory_by_id, not_versioned_error, page_of, search_scope,
-};
+use crate::mem0::{Message, ScopeArgs, add_messages, page_of, search_scope};
+use crate::memory::{delete_memory, history, memory_by_id, update_memory, update_time};
 use crate::native::{check_k, check_query, store_turns};
 use crate::{ApiError, AppState};
 
@@ -141,8 +140,10 @@ pub struct MemoryIdArgs {
 pub struct UpdateArgs {
     /// The memory's id.
     pub memory_id: String,
-    /// The new text.
+    /// The new text. The memory keeps its id; the old text stays in its history.
     pub text: String,
+    /// When the change happened, RFC 3339 (e.g. `2024-03-01T10:00:00Z`); default now.
+    pub at: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -285,23 +286,55 @@ impl MemoryTools {
     }
 
     #[tool(
-        description = "Change a memory's text. Not available yet: memories are verbatim turns; delete the scope and add again instead."
+        description = "Change a memory's text. The memory keeps its id; the new text becomes its newest version (what search and get return) and the old text stays in its history."
     )]
     async fn update_memory(
         &self,
-        Parameters(_args): Parameters<UpdateArgs>,
+        Parameters(args): Parameters<UpdateArgs>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, rmcp::ErrorData> {
-        answer::<()>(Err(not_versioned_error()))
+        answer(
+            async {
+                let caller = self.caller(&ctx)?;
+                let at = update_time(args.at.map(Value::String))?;
+                update_memory(&self.state, &caller, args.memory_id, args.text, at).await
+            }
+            .await,
+        )
     }
 
     #[tool(
-        description = "Delete one memory. Not available yet: delete a whole run or user with delete_all_memories instead."
+        description = "Delete one memory with every version of it, from every file. Other memories are kept."
     )]
     async fn delete_memory(
         &self,
-        Parameters(_args): Parameters<MemoryIdArgs>,
+        Parameters(args): Parameters<MemoryIdArgs>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, rmcp::ErrorData> {
-        answer::<()>(Err(not_versioned_error()))
+        answer(
+            async {
+                let caller = self.caller(&ctx)?;
+                let report = delete_memory(&self.state, &caller, args.memory_id).await?;
+                Ok(json!({"message": "Memory deleted.", "deleted": report}))
+            }
+            .await,
+        )
+    }
+
+    #[tool(description = "Every version of one memory, first to newest.")]
+    async fn memory_history(
+        &self,
+        Parameters(args): Parameters<MemoryIdArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, rmcp::ErrorData> {
+        answer(
+            async {
+                let caller = self.caller(&ctx)?;
+                let results = history(&self.state, &caller, args.memory_id).await?;
+                Ok(json!({ "results": results }))
+            }
+            .await,
+        )
     }
 
     #[tool(

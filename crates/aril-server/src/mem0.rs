@@ -2,20 +2,18 @@
 //!
 //! Routes are those the official `mem0ai` client (2.2.1) calls — `GET /v1/ping/`,
 //! `POST /v3/memories/add/`, `POST /v3/memories/search/`, `POST /v3/memories/` (get_all),
-//! `GET /v1/memories/{id}/`, `DELETE /v1/memories/` (delete_all), `GET /v1/entities/` and
+//! `GET|PUT|DELETE /v1/memories/{id}/`, `GET /v1/memories/{id}/history/`, `DELETE /v1/memories/` (delete_all), `GET /v1/entities/` and
 //! `DELETE /v2/entities/{type}/{name}/` (reset) — the v1/v2 forms older clients use, and those of
 //! Mem0's open-source REST server (`POST|GET|DELETE /memories`, `GET /memories/{id}`,
 //! `POST /search`, `POST /reset`).
 //!
 //! Without an LLM a memory is a turn, kept verbatim: `add` returns the turns it stored and invents
-//! nothing. Memory ids are turn ids, stable across restarts. Per-memory update, delete and history
-//! need the card layer and answer 501 with what to do instead.
+//! nothing. Memory ids are turn ids, stable across restarts and updates; one memory's routes
+//! (get, update, delete, history) live in [`crate::memory`].
 
-use aril_core::Turn;
 use aril_engine::{Grant, Role, Scope, ScopeFilter, SearchRequest, TurnDefaults, TurnIn};
 use axum::Router;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
 use axum::routing::{delete, get, post};
 use chrono::{DateTime, Utc};
 use rmcp::schemars;
@@ -24,6 +22,7 @@ use serde_json::{Map, Value};
 
 use crate::auth::Caller;
 use crate::extract::{ApiJson, ApiQuery};
+use crate::memory::Memory;
 use crate::native::{check_k, check_query, store_turns};
 use crate::{ApiError, AppState};
 
@@ -48,16 +47,7 @@ pub fn routes() -> Router<AppState> {
         .route("/v3/memories/", post(get_all))
         .route("/v2/memories/", post(get_all))
         // one memory
-        .route(
-            "/v1/memories/{id}/",
-            get(get_one).put(not_versioned).delete(not_versioned),
-        )
-        .route(
-            "/memories/{id}",
-            get(get_one).put(not_versioned).delete(not_versioned),
-        )
-        .route("/v1/memories/{id}/history/", get(not_versioned))
-        .route("/memories/{id}/history", get(not_versioned))
+        .merge(crate::memory::routes())
         // entities and reset
         .route("/v1/entities/", get(entities))
         .route("/v2/entities/{kind}/{name}/", delete(delete_entity))
@@ -82,41 +72,6 @@ async fn ping(_caller: Caller) -> axum::Json<Ping> {
         project_id: "default",
         user_email: None,
     })
-}
-
-/// A memory as Mem0 clients read it.
-#[derive(Serialize)]
-pub(crate) struct Memory {
-    id: String,
-    memory: String,
-    user_id: String,
-    agent_id: Option<String>,
-    run_id: Option<String>,
-    role: Role,
-    metadata: Option<Value>,
-    categories: Vec<String>,
-    created_at: DateTime<Utc>,
-    updated_at: DateTime<Utc>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    score: Option<f32>,
-}
-
-impl Memory {
-    pub(crate) fn from_turn(t: Turn) -> Self {
-        Self {
-            id: t.id.0,
-            created_at: t.turn.event_time.unwrap_or(t.ingest_time),
-            updated_at: t.ingest_time,
-            memory: t.turn.text,
-            user_id: t.turn.scope.user_id,
-            agent_id: t.turn.scope.agent_id,
-            run_id: t.turn.scope.run_id,
-            role: t.turn.role,
-            metadata: None,
-            categories: Vec::new(),
-            score: None,
-        }
-    }
 }
 
 /// Options Mem0 clients send that aril accepts and does not act on (its memories are verbatim
@@ -374,22 +329,22 @@ pub(crate) async fn search_scope(
     let results = state
         .run(move |engine| {
             let response = engine.search(&request)?;
-            // Each hit is one turn by default; show it as that turn's memory.
+            // Each hit is one turn by default; show it as the memory that turn holds now.
             let ids: Vec<aril_core::TurnId> = response
                 .results
                 .iter()
                 .map(|h| aril_core::TurnId(h.id.clone()))
                 .collect();
-            let turns = engine.turns(&ids)?;
+            let views = engine.memory_views(engine.turns(&ids)?)?;
             Ok(response
                 .results
                 .into_iter()
                 .map(|hit| {
-                    let turn = turns.iter().find(|t| t.id.0 == hit.id).cloned();
-                    match turn {
-                        Some(t) => Memory {
+                    let view = views.iter().find(|v| v.current.id.0 == hit.id).cloned();
+                    match view {
+                        Some(v) => Memory {
                             score: Some(hit.score),
-                            ..Memory::from_turn(t)
+                            ..Memory::from_view(v)
                         },
                         None => Memory {
                             id: hit.id,
@@ -441,14 +396,17 @@ pub(crate) async fn page_of(
 ) -> Result<Page, ApiError> {
     let page = page.max(1);
     let size = page_size.clamp(1, 1000);
-    let (turns, count) = state
-        .run(move |engine| engine.list_turns(&filter, (page - 1) * size, size))
+    let (views, count) = state
+        .run(move |engine| {
+            let (turns, count) = engine.list_memories(&filter, (page - 1) * size, size)?;
+            Ok((engine.memory_views(turns)?, count))
+        })
         .await?;
     Ok(Page {
         count,
         next: (page * size < count).then(|| format!("?page={}&page_size={size}", page + 1)),
         previous: (page > 1).then(|| format!("?page={}&page_size={size}", page - 1)),
-        results: turns.into_iter().map(Memory::from_turn).collect(),
+        results: views.into_iter().map(Memory::from_view).collect(),
     })
 }
 
@@ -498,47 +456,6 @@ async fn get_all_query(
         )
         .await?,
     ))
-}
-
-async fn get_one(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> Result<axum::Json<Memory>, ApiError> {
-    Ok(axum::Json(memory_by_id(&state, &caller, id).await?))
-}
-
-/// One memory by id, if it is in the caller's grant. A memory of another user is reported as
-/// missing, not as forbidden: no existence leak.
-pub(crate) async fn memory_by_id(
-    state: &AppState,
-    caller: &Caller,
-    id: String,
-) -> Result<Memory, ApiError> {
-    state
-        .run(move |engine| engine.turns(&[aril_core::TurnId(id)]))
-        .await?
-        .into_iter()
-        .next()
-        .filter(|t| caller.may_access(&t.turn.scope.user_id))
-        .map(Memory::from_turn)
-        .ok_or_else(|| ApiError::not_found("no memory with this id in your scope"))
-}
-
-/// Update, single delete and history of one memory.
-async fn not_versioned(_caller: Caller) -> ApiError {
-    not_versioned_error()
-}
-
-/// Why per-memory update, delete and history are refused (shared with the MCP tools).
-pub(crate) fn not_versioned_error() -> ApiError {
-    ApiError::new(
-        StatusCode::NOT_IMPLEMENTED,
-        "not_supported",
-        "aril keeps turns verbatim and append-only; per-memory update, delete and history come \
-         with memory cards. Delete a whole scope with DELETE /v1/memories/?user_id=… (or \
-         ?run_id=…) instead",
-    )
 }
 
 #[derive(Serialize)]

@@ -304,6 +304,84 @@ async fn a_deleted_scope_leaves_no_trace_in_any_file() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_memory_leaves_no_trace_of_any_version_and_its_neighbours_stay() {
+    let s = Server::start().await;
+    let (old, new) = ("plorvexhum4410", "quindarbelt8852");
+    let (st, added) = s
+        .call(
+            "POST",
+            "/v1/turns",
+            &s.user_key,
+            Some(json!({
+                "run_id": "r1", "flush": true,
+                "turns": [
+                    {"text": format!("My locker code is {old}.")},
+                    {"text": "I water the plants on Sundays."},
+                    {"text": "My bike is a green Brompton."}
+                ]
+            })),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{added}");
+    let id = added["ids"][0].as_str().unwrap().to_string();
+    let (st, updated) = s
+        .call(
+            "PUT",
+            &format!("/v1/memories/{id}/"),
+            &s.user_key,
+            Some(json!({"text": format!("My locker code is now {new}.")})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{updated}");
+    assert_eq!(updated["id"], id.as_str());
+    let (_, history) = s
+        .call(
+            "GET",
+            &format!("/v1/memories/{id}/history/"),
+            &s.user_key,
+            None,
+        )
+        .await;
+    assert_eq!(history.as_array().map(Vec::len), Some(2), "{history}");
+    for token in [old, new] {
+        assert!(!count_files_containing(s.dir.path(), token.as_bytes()).is_empty());
+    }
+
+    let (st, deleted) = s
+        .call("DELETE", &format!("/v1/memories/{id}/"), &s.user_key, None)
+        .await;
+    assert_eq!(st, StatusCode::OK, "{deleted}");
+    let (st, _) = s
+        .call(
+            "GET",
+            &format!("/v1/memories/{id}/history/"),
+            &s.user_key,
+            None,
+        )
+        .await;
+    assert_eq!(st, StatusCode::NOT_FOUND);
+    let (_, found) = s
+        .call(
+            "POST",
+            "/v1/search",
+            &s.user_key,
+            Some(json!({"query": "locker code bike plants"})),
+        )
+        .await;
+    let text = found.to_string();
+    assert!(!text.contains(old) && !text.contains(new), "{found}");
+    assert!(
+        text.contains("Brompton") && text.contains("Sundays"),
+        "{found}"
+    );
+    let dir = s.stop().await;
+    for token in [old, new] {
+        let hits = count_files_containing(dir.path(), token.as_bytes());
+        assert!(hits.is_empty(), "{token} still on disk in {hits:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_gets_a_json_4xx_and_stores_nothing() {
     let s = Server::start().await;
     let cases: Vec<(&str, &str, Value)> = vec![

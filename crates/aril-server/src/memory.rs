@@ -1,0 +1,297 @@
+//! One memory by id, as Mem0 clients and the MCP tools read, update, delete and trace it
+//! (`GET|PUT|DELETE /v1/memories/{id}/`, `GET /v1/memories/{id}/history/` and the open-source
+//! server's `/memories/{id}` forms).
+//!
+//! A memory's id is the turn id of its first version and never changes. An update appends a new
+//! version (a new turn); history lists every version; a delete removes all of them from every file.
+//! A memory of another user is reported as missing, not as forbidden: no existence leak.
+
+use aril_core::{Turn, TurnId};
+use aril_engine::{DeleteReport, Engine, EngineError, MemoryView, Role};
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::routing::get;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::auth::Caller;
+use crate::extract::ApiJson;
+use crate::{ApiError, AppState};
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route(
+            "/v1/memories/{id}/",
+            get(get_one).put(update_one).delete(delete_one),
+        )
+        .route(
+            "/memories/{id}",
+            get(get_one).put(update_one).delete(delete_one),
+        )
+        .route("/v1/memories/{id}/history/", get(history_of))
+        .route("/memories/{id}/history", get(history_of))
+}
+
+/// A memory as Mem0 clients read it.
+#[derive(Serialize)]
+pub(crate) struct Memory {
+    pub(crate) id: String,
+    pub(crate) memory: String,
+    pub(crate) user_id: String,
+    pub(crate) agent_id: Option<String>,
+    pub(crate) run_id: Option<String>,
+    pub(crate) role: Role,
+    pub(crate) metadata: Option<Value>,
+    pub(crate) categories: Vec<String>,
+    pub(crate) created_at: DateTime<Utc>,
+    pub(crate) updated_at: DateTime<Utc>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) score: Option<f32>,
+}
+
+impl Memory {
+    pub(crate) fn from_view(v: MemoryView) -> Self {
+        let t = v.current;
+        Self {
+            id: v.id.0,
+            created_at: v.created,
+            updated_at: t.ingest_time,
+            memory: t.turn.text,
+            user_id: t.turn.scope.user_id,
+            agent_id: t.turn.scope.agent_id,
+            run_id: t.turn.scope.run_id,
+            role: t.turn.role,
+            metadata: None,
+            categories: Vec::new(),
+            score: None,
+        }
+    }
+}
+
+/// One version in a memory's history (the shape of Mem0's history entries).
+#[derive(Serialize)]
+pub(crate) struct HistoryEntry {
+    /// The version's own turn id.
+    id: String,
+    memory_id: String,
+    version: u32,
+    old_memory: Option<String>,
+    new_memory: String,
+    /// `ADD` for the first version, `UPDATE` for the others.
+    event: &'static str,
+    user_id: String,
+    role: Role,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+    is_deleted: bool,
+}
+
+/// The versions of a memory in the caller's grant, first to newest.
+fn versions(engine: &Engine, caller: &Caller, id: &str) -> Result<Vec<Turn>, EngineError> {
+    engine
+        .memory(&TurnId(id.to_string()))?
+        .filter(|v| {
+            v.first()
+                .is_some_and(|t| caller.may_access(&t.turn.scope.user_id))
+        })
+        .ok_or_else(|| EngineError::UnknownMemory(id.to_string()))
+}
+
+fn view(versions: Vec<Turn>) -> Option<MemoryView> {
+    let first = versions.first()?;
+    let (id, created) = (
+        first.id.clone(),
+        first.turn.event_time.unwrap_or(first.ingest_time),
+    );
+    versions.into_iter().last().map(|current| MemoryView {
+        id,
+        current,
+        created,
+    })
+}
+
+/// One memory by id, as it stands now.
+pub(crate) async fn memory_by_id(
+    state: &AppState,
+    caller: &Caller,
+    id: String,
+) -> Result<Memory, ApiError> {
+    let caller = caller.clone();
+    let found = state
+        .run(move |engine| Ok(view(versions(engine, &caller, &id)?)))
+        .await?;
+    found
+        .map(Memory::from_view)
+        .ok_or_else(|| ApiError::not_found("no memory with this id in your scope"))
+}
+
+/// Writes `text` as the memory's next version; returns the memory as it now stands.
+pub(crate) async fn update_memory(
+    state: &AppState,
+    caller: &Caller,
+    id: String,
+    text: String,
+    at: Option<DateTime<Utc>>,
+) -> Result<Memory, ApiError> {
+    let caller = caller.clone();
+    let found = state
+        .run(move |engine| {
+            let mut all = versions(engine, &caller, &id)?;
+            let new = engine.update_memory(&TurnId(id.clone()), &text, at)?;
+            all.push(new);
+            Ok(view(all))
+        })
+        .await?;
+    found
+        .map(Memory::from_view)
+        .ok_or_else(|| ApiError::not_found("no memory with this id in your scope"))
+}
+
+/// Deletes a memory with every version, from every file.
+pub(crate) async fn delete_memory(
+    state: &AppState,
+    caller: &Caller,
+    id: String,
+) -> Result<DeleteReport, ApiError> {
+    let caller = caller.clone();
+    Ok(state
+        .run(move |engine| {
+            versions(engine, &caller, &id)?;
+            engine.delete_memory(&TurnId(id))
+        })
+        .await?)
+}
+
+/// Every version of a memory, first to newest.
+pub(crate) async fn history(
+    state: &AppState,
+    caller: &Caller,
+    id: String,
+) -> Result<Vec<HistoryEntry>, ApiError> {
+    let caller = caller.clone();
+    let all = state
+        .run(move |engine| versions(engine, &caller, &id))
+        .await?;
+    let memory_id = all.first().map(|t| t.id.0.clone()).unwrap_or_default();
+    let mut previous: Option<String> = None;
+    Ok(all
+        .into_iter()
+        .zip(1..)
+        .map(|(t, version)| {
+            let entry = HistoryEntry {
+                id: t.id.0,
+                memory_id: memory_id.clone(),
+                version,
+                old_memory: previous.take(),
+                new_memory: t.turn.text.clone(),
+                event: if version == 1 { "ADD" } else { "UPDATE" },
+                user_id: t.turn.scope.user_id,
+                role: t.turn.role,
+                created_at: t.turn.event_time.unwrap_or(t.ingest_time),
+                updated_at: t.ingest_time,
+                is_deleted: false,
+            };
+            previous = Some(t.turn.text);
+            entry
+        })
+        .collect())
+}
+
+async fn get_one(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<axum::Json<Memory>, ApiError> {
+    Ok(axum::Json(memory_by_id(&state, &caller, id).await?))
+}
+
+/// Fields of Mem0's update that aril accepts without acting on them (it keeps no metadata and no
+/// expiry on verbatim turns).
+const IGNORED_UPDATE_FIELDS: &[&str] = &["metadata", "expiration_date"];
+
+/// `PUT /v1/memories/{id}/`: `{"text": …}` (the `mem0ai` client; `data` or `memory` as the
+/// open-source server's clients send it), optional `timestamp` (unix seconds or RFC 3339).
+#[derive(Deserialize)]
+struct UpdateBody {
+    text: Option<String>,
+    data: Option<String>,
+    memory: Option<String>,
+    timestamp: Option<Value>,
+    #[serde(flatten)]
+    rest: Map<String, Value>,
+}
+
+/// The time an update names: unix seconds (as Mem0 sends it) or RFC 3339.
+pub(crate) fn update_time(v: Option<Value>) -> Result<Option<DateTime<Utc>>, ApiError> {
+    let bad = |v: &Value| {
+        ApiError::bad_request(format!(
+            "timestamp {v}: give unix seconds or RFC 3339, e.g. 2024-03-01T10:00:00Z"
+        ))
+    };
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => n
+            .as_f64()
+            .filter(|s| s.is_finite())
+            .and_then(|s| DateTime::from_timestamp(s.trunc() as i64, 0))
+            .map(Some)
+            .ok_or_else(|| bad(&Value::Number(n))),
+        Some(Value::String(s)) => aril_engine::parse_time(&s)
+            .map(Some)
+            .map_err(ApiError::from),
+        Some(other) => Err(bad(&other)),
+    }
+}
+
+async fn update_one(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<UpdateBody>,
+) -> Result<axum::Json<Memory>, ApiError> {
+    if let Some(k) = body
+        .rest
+        .keys()
+        .find(|k| !IGNORED_UPDATE_FIELDS.contains(&k.as_str()))
+    {
+        return Err(ApiError::bad_request(format!(
+            "unknown field {k:?}: an update takes text (or data), and optionally timestamp"
+        )));
+    }
+    let Some(text) = body.text.or(body.data).or(body.memory) else {
+        return Err(ApiError::bad_request(
+            "an update needs the new text: {\"text\": \"…\"} (aril keeps no metadata to update)",
+        ));
+    };
+    let at = update_time(body.timestamp)?;
+    Ok(axum::Json(
+        update_memory(&state, &caller, id, text, at).await?,
+    ))
+}
+
+#[derive(Serialize)]
+struct Deleted {
+    message: String,
+}
+
+async fn delete_one(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<axum::Json<Deleted>, ApiError> {
+    // Mem0's `delete_linked` asks to delete the versions a memory superseded too; aril always
+    // deletes every version, so the query string has nothing to change.
+    let report = delete_memory(&state, &caller, id).await?;
+    Ok(axum::Json(Deleted {
+        message: format!("Memory deleted successfully! ({} versions)", report.turns),
+    }))
+}
+
+async fn history_of(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<axum::Json<Vec<HistoryEntry>>, ApiError> {
+    Ok(axum::Json(history(&state, &caller, id).await?))
+}
