@@ -155,12 +155,12 @@ pub(crate) async fn delete_memory(
     id: String,
 ) -> Result<DeleteReport, ApiError> {
     let caller = caller.clone();
-    Ok(state
+    state
         .run(move |engine| {
             versions(engine, &caller, &id)?;
             engine.delete_memory(&TurnId(id))
         })
-        .await?)
+        .await
 }
 
 /// Every version of a memory, first to newest.
