@@ -9,6 +9,7 @@ use crate::EngineError;
 
 /// One turn as a client sends it. Missing fields fall back to [`TurnDefaults`].
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TurnIn {
     pub user_id: Option<String>,

@@ -18,13 +18,14 @@ pub struct ApiError {
 }
 
 /// The JSON body of an error. `detail` repeats the message where Mem0 clients look for it.
-#[derive(Serialize)]
-struct ErrorBody<'a> {
+#[derive(Serialize, utoipa::ToSchema)]
+pub(crate) struct ErrorBody<'a> {
     error: ErrorFields<'a>,
     detail: &'a str,
 }
 
-#[derive(Serialize)]
+/// A stable machine-readable code and a message that says what to fix.
+#[derive(Serialize, utoipa::ToSchema)]
 struct ErrorFields<'a> {
     code: &'a str,
     message: &'a str,

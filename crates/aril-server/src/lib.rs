@@ -28,9 +28,11 @@ use axum::Router;
 use axum::extract::{DefaultBodyLimit, FromRequestParts, Request, State};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
+use axum::routing::get;
 use rmcp::ServiceExt;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use utoipa_axum::router::OpenApiRouter;
 
 pub use auth::Caller;
 pub use error::ApiError;
@@ -58,6 +60,48 @@ pub enum ServerError {
     OpenOnNetwork(SocketAddr),
 }
 
+/// The OpenAPI document's frame; the paths come from the handlers' `#[utoipa::path]`.
+#[derive(utoipa::OpenApi)]
+#[openapi(
+    info(title = "aril", description = "Long-term memory for LLM agents: the native API and a Mem0-compatible API."),
+    modifiers(&TokenAuth),
+    tags(
+        (name = "native", description = "aril's own API: verbatim turns, recall, segments, scopes"),
+        (name = "mem0", description = "Mem0-compatible routes (mem0ai 2.2.1; older and open-source forms are aliases)")
+    )
+)]
+struct ApiDoc;
+
+/// API keys travel as `Authorization: Token KEY` (or `Bearer KEY`, or `X-API-Key: KEY`).
+struct TokenAuth;
+
+impl utoipa::Modify for TokenAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{ApiKey, ApiKeyValue, SecurityScheme};
+        openapi
+            .components
+            .get_or_insert_with(Default::default)
+            .add_security_scheme(
+                "token",
+                SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::with_description(
+                    "Authorization",
+                    "`Token KEY`, with a key from `aril keys create`",
+                ))),
+            );
+    }
+}
+
+/// The OpenAPI document of the HTTP API (what `/openapi.json` serves).
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    api_routes().split_for_parts().1
+}
+
+fn api_routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(<ApiDoc as utoipa::OpenApi>::openapi())
+        .merge(native::routes())
+        .merge(mem0::routes())
+}
+
 /// The whole API.
 pub fn router(state: AppState) -> Router {
     let tools = state.clone();
@@ -71,12 +115,19 @@ pub fn router(state: AppState) -> Router {
             ),
         )
         .layer(middleware::from_fn_with_state(state.clone(), require_key));
-    native::routes()
-        .merge(mem0::routes())
-        .fallback(|| async { ApiError::not_found("no such route: see the README for the API") })
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .with_state(state)
-        .merge(mcp)
+    let (api, doc) = api_routes().split_for_parts();
+    let doc = Arc::new(doc);
+    api.route(
+        "/openapi.json",
+        get(move || {
+            let doc = doc.clone();
+            async move { axum::Json(doc.as_ref().clone()) }
+        }),
+    )
+    .fallback(|| async { ApiError::not_found("no such route: see the README for the API") })
+    .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+    .with_state(state)
+    .merge(mcp)
 }
 
 /// Authenticates an MCP request and hands the caller to the tools through the request.

@@ -12,50 +12,56 @@
 //! (get, update, delete, history) live in [`crate::memory`].
 
 use aril_engine::{Grant, Role, Scope, ScopeFilter, SearchRequest, TurnDefaults, TurnIn};
-use axum::Router;
 use axum::extract::{Path, State};
-use axum::routing::{delete, get, post};
+use axum::routing::{get, post};
 use chrono::{DateTime, Utc};
 use rmcp::schemars;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::auth::Caller;
+use crate::error::ErrorBody;
 use crate::extract::{ApiJson, ApiQuery};
 use crate::memory::Memory;
 use crate::native::{check_k, check_query, store_turns};
 use crate::{ApiError, AppState};
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/v1/ping/", get(ping))
+/// The OpenAPI tag of these routes.
+const TAG: &str = "mem0";
+
+/// Documented routes are those `mem0ai` 2.2.1 calls; the older and open-source forms of the same
+/// operations are aliases (same handler, same behaviour), listed in the module doc.
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(ping))
         .route("/v1/ping", get(ping))
         // add
-        .route("/v3/memories/add/", post(add))
+        .routes(routes!(add))
         .route("/v2/memories/add/", post(add))
-        .route(
-            "/v1/memories/",
-            post(add).get(get_all_query).delete(delete_all),
-        )
+        .route("/v1/memories/", post(add))
         .route("/memories", post(add).get(get_all_query).delete(delete_all))
         // search
-        .route("/v3/memories/search/", post(search))
+        .routes(routes!(search))
         .route("/v2/memories/search/", post(search))
         .route("/v1/memories/search/", post(search))
         .route("/search", post(search))
-        // get_all
-        .route("/v3/memories/", post(get_all))
+        // get_all, delete_all
+        .routes(routes!(get_all))
         .route("/v2/memories/", post(get_all))
+        .routes(routes!(get_all_query, delete_all))
         // one memory
         .merge(crate::memory::routes())
         // entities and reset
-        .route("/v1/entities/", get(entities))
-        .route("/v2/entities/{kind}/{name}/", delete(delete_entity))
+        .routes(routes!(entities))
+        .routes(routes!(delete_entity))
+        .routes(routes!(reset))
         .route("/reset", post(reset))
-        .route("/v1/reset", post(reset))
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 struct Ping {
     status: &'static str,
     /// The client insists on an organisation and a project; aril has one of each per server.
@@ -65,6 +71,8 @@ struct Ping {
 }
 
 /// The client's start-up check: answers only for a valid key.
+#[utoipa::path(get, path = "/v1/ping/", tag = TAG, security(("token" = [])), responses(
+    (status = 200, body = Ping), (status = "4XX", body = ErrorBody)))]
 async fn ping(_caller: Caller) -> axum::Json<Ping> {
     axum::Json(Ping {
         status: "ok",
@@ -187,7 +195,7 @@ impl ScopeArgs {
 }
 
 /// One chat message, as Mem0 takes them.
-#[derive(Debug, Deserialize, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Deserialize, Serialize, schemars::JsonSchema, ToSchema)]
 pub struct Message {
     /// `user`, `assistant`, `system` or `tool`.
     pub role: String,
@@ -195,7 +203,8 @@ pub struct Message {
     pub content: Value,
 }
 
-#[derive(Deserialize)]
+/// Messages to keep, with their scope (top level or in `filters`) and Mem0's options.
+#[derive(Deserialize, ToSchema)]
 struct AddBody {
     messages: Vec<Message>,
     filters: Option<Value>,
@@ -205,19 +214,22 @@ struct AddBody {
     rest: Map<String, Value>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 pub(crate) struct AddEvent {
     id: String,
     memory: String,
     event: &'static str,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 pub(crate) struct AddResponse {
     results: Vec<AddEvent>,
 }
 
-/// `add`: stores the messages as turns.
+/// `add`: stores the messages as turns (kept verbatim; no memory is invented).
+#[utoipa::path(post, path = "/v3/memories/add/", tag = TAG, request_body = AddBody,
+    security(("token" = [])), responses(
+    (status = 200, body = AddResponse), (status = "4XX", body = ErrorBody)))]
 async fn add(
     State(state): State<AppState>,
     caller: Caller,
@@ -284,7 +296,8 @@ pub(crate) async fn add_messages(
     Ok(AddResponse { results })
 }
 
-#[derive(Deserialize)]
+/// A query inside a scope (top level or in `filters`).
+#[derive(Deserialize, ToSchema)]
 struct SearchBody {
     query: String,
     filters: Option<Value>,
@@ -294,11 +307,15 @@ struct SearchBody {
     rest: Map<String, Value>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 pub(crate) struct Results {
     results: Vec<Memory>,
 }
 
+/// Recalls the memories most relevant to a query.
+#[utoipa::path(post, path = "/v3/memories/search/", tag = TAG, request_body = SearchBody,
+    security(("token" = [])), responses(
+    (status = 200, body = Results), (status = "4XX", body = ErrorBody)))]
 async fn search(
     State(state): State<AppState>,
     caller: Caller,
@@ -367,20 +384,22 @@ pub(crate) async fn search_scope(
     Ok(Results { results })
 }
 
-#[derive(Deserialize)]
+/// The scope to list (top level or in `filters`).
+#[derive(Deserialize, ToSchema)]
 struct GetAllBody {
     filters: Option<Value>,
     #[serde(flatten)]
     rest: Map<String, Value>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct Paging {
     page: Option<u64>,
     page_size: Option<u64>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 pub(crate) struct Page {
     count: u64,
     next: Option<String>,
@@ -396,21 +415,28 @@ pub(crate) async fn page_of(
 ) -> Result<Page, ApiError> {
     let page = page.max(1);
     let size = page_size.clamp(1, 1000);
+    let offset = (page - 1)
+        .checked_mul(size)
+        .ok_or_else(|| ApiError::bad_request(format!("page {page} is out of range")))?;
     let (views, count) = state
         .run(move |engine| {
-            let (turns, count) = engine.list_memories(&filter, (page - 1) * size, size)?;
+            let (turns, count) = engine.list_memories(&filter, offset, size)?;
             Ok((engine.memory_views(turns)?, count))
         })
         .await?;
     Ok(Page {
         count,
-        next: (page * size < count).then(|| format!("?page={}&page_size={size}", page + 1)),
+        next: (page.saturating_mul(size) < count)
+            .then(|| format!("?page={}&page_size={size}", page + 1)),
         previous: (page > 1).then(|| format!("?page={}&page_size={size}", page - 1)),
         results: views.into_iter().map(Memory::from_view).collect(),
     })
 }
 
 /// `POST /v3/memories/`: a page of the scope's memories, oldest first.
+#[utoipa::path(post, path = "/v3/memories/", tag = TAG, params(Paging), request_body = GetAllBody,
+    security(("token" = [])), responses(
+    (status = 200, body = Page), (status = "4XX", body = ErrorBody)))]
 async fn get_all(
     State(state): State<AppState>,
     caller: Caller,
@@ -430,7 +456,8 @@ async fn get_all(
     ))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct ScopeQuery {
     user_id: Option<String>,
     agent_id: Option<String>,
@@ -441,6 +468,9 @@ struct ScopeQuery {
 }
 
 /// `GET /memories?user_id=…` (open-source server) and `GET /v1/memories/?user_id=…` (v1 clients).
+#[utoipa::path(get, path = "/v1/memories/", tag = TAG, params(ScopeQuery),
+    security(("token" = [])), responses(
+    (status = 200, body = Page), (status = "4XX", body = ErrorBody)))]
 async fn get_all_query(
     State(state): State<AppState>,
     caller: Caller,
@@ -458,13 +488,16 @@ async fn get_all_query(
     ))
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 struct Message2 {
     message: String,
 }
 
 /// `DELETE /v1/memories/?user_id=…`: deletes a scope. Without any scope it is refused, whatever
 /// the key (Mem0 issue #3746: a scope-less delete_all wiped every user); use `/v1/reset`.
+#[utoipa::path(delete, path = "/v1/memories/", tag = TAG, params(ScopeQuery),
+    security(("token" = [])), responses(
+    (status = 200, body = Message2), (status = "4XX", body = ErrorBody)))]
 async fn delete_all(
     State(state): State<AppState>,
     caller: Caller,
@@ -491,19 +524,21 @@ async fn delete_all(
     }))
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 struct Entity {
     #[serde(rename = "type")]
     kind: &'static str,
     name: String,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 struct Entities {
     results: Vec<Entity>,
 }
 
 /// The users the caller can see: all for an admin key, its own for a user key.
+#[utoipa::path(get, path = "/v1/entities/", tag = TAG, security(("token" = [])), responses(
+    (status = 200, body = Entities), (status = "4XX", body = ErrorBody)))]
 async fn entities(
     State(state): State<AppState>,
     caller: Caller,
@@ -517,6 +552,11 @@ async fn entities(
     Ok(axum::Json(Entities { results }))
 }
 
+/// Deletes a user, or an agent or run of the caller's user (`kind` is user, agent or run).
+#[utoipa::path(delete, path = "/v2/entities/{kind}/{name}/", tag = TAG,
+    params(("kind" = String, Path), ("name" = String, Path)),
+    security(("token" = [])), responses(
+    (status = 200, body = Message2), (status = "4XX", body = ErrorBody)))]
 async fn delete_entity(
     State(state): State<AppState>,
     caller: Caller,
@@ -541,13 +581,17 @@ async fn delete_entity(
 /// The confirmation a scope-less reset must carry.
 pub const CONFIRM: &str = "delete all memories";
 
-#[derive(Deserialize, Default)]
+/// The confirmation a reset must carry.
+#[derive(Deserialize, Default, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct ResetBody {
     confirm: Option<String>,
 }
 
 /// Deletes every user: admin keys only, with the confirmation phrase.
+#[utoipa::path(post, path = "/v1/reset", tag = TAG, request_body(content = Option<ResetBody>),
+    security(("token" = [])), responses(
+    (status = 200, body = Message2), (status = "4XX", body = ErrorBody)))]
 async fn reset(
     State(state): State<AppState>,
     caller: Caller,

@@ -8,39 +8,43 @@
 
 use aril_core::{Turn, TurnId};
 use aril_engine::{DeleteReport, Engine, EngineError, MemoryView, Role};
-use axum::Router;
 use axum::extract::{Path, State};
 use axum::routing::get;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::auth::Caller;
+use crate::error::ErrorBody;
 use crate::extract::ApiJson;
 use crate::{ApiError, AppState};
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route(
-            "/v1/memories/{id}/",
-            get(get_one).put(update_one).delete(delete_one),
-        )
+/// The OpenAPI tag of these routes (Mem0's).
+const TAG: &str = "mem0";
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(get_one, update_one, delete_one))
         .route(
             "/memories/{id}",
             get(get_one).put(update_one).delete(delete_one),
         )
-        .route("/v1/memories/{id}/history/", get(history_of))
+        .routes(routes!(history_of))
         .route("/memories/{id}/history", get(history_of))
 }
 
 /// A memory as Mem0 clients read it.
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 pub(crate) struct Memory {
     pub(crate) id: String,
     pub(crate) memory: String,
     pub(crate) user_id: String,
     pub(crate) agent_id: Option<String>,
     pub(crate) run_id: Option<String>,
+    #[schema(value_type = String)]
     pub(crate) role: Role,
     pub(crate) metadata: Option<Value>,
     pub(crate) categories: Vec<String>,
@@ -70,7 +74,7 @@ impl Memory {
 }
 
 /// One version in a memory's history (the shape of Mem0's history entries).
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 pub(crate) struct HistoryEntry {
     /// The version's own turn id.
     id: String,
@@ -81,6 +85,7 @@ pub(crate) struct HistoryEntry {
     /// `ADD` for the first version, `UPDATE` for the others.
     event: &'static str,
     user_id: String,
+    #[schema(value_type = String)]
     role: Role,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
@@ -198,6 +203,10 @@ pub(crate) async fn history(
         .collect())
 }
 
+/// One memory as it stands now (its newest version).
+#[utoipa::path(get, path = "/v1/memories/{id}/", tag = TAG, params(("id" = String, Path)),
+    security(("token" = [])), responses(
+    (status = 200, body = Memory), (status = "4XX", body = ErrorBody)))]
 async fn get_one(
     State(state): State<AppState>,
     caller: Caller,
@@ -212,11 +221,12 @@ const IGNORED_UPDATE_FIELDS: &[&str] = &["metadata", "expiration_date"];
 
 /// `PUT /v1/memories/{id}/`: `{"text": …}` (the `mem0ai` client; `data` or `memory` as the
 /// open-source server's clients send it), optional `timestamp` (unix seconds or RFC 3339).
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 struct UpdateBody {
     text: Option<String>,
     data: Option<String>,
     memory: Option<String>,
+    /// Unix seconds or RFC 3339.
     timestamp: Option<Value>,
     #[serde(flatten)]
     rest: Map<String, Value>,
@@ -244,6 +254,10 @@ pub(crate) fn update_time(v: Option<Value>) -> Result<Option<DateTime<Utc>>, Api
     }
 }
 
+/// Writes a new version of a memory (same id; the old text stays in its history).
+#[utoipa::path(put, path = "/v1/memories/{id}/", tag = TAG, params(("id" = String, Path)),
+    request_body = UpdateBody, security(("token" = [])), responses(
+    (status = 200, body = Memory), (status = "4XX", body = ErrorBody)))]
 async fn update_one(
     State(state): State<AppState>,
     caller: Caller,
@@ -270,11 +284,15 @@ async fn update_one(
     ))
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 struct Deleted {
     message: String,
 }
 
+/// Deletes a memory with every version, from every file.
+#[utoipa::path(delete, path = "/v1/memories/{id}/", tag = TAG, params(("id" = String, Path)),
+    security(("token" = [])), responses(
+    (status = 200, body = Deleted), (status = "4XX", body = ErrorBody)))]
 async fn delete_one(
     State(state): State<AppState>,
     caller: Caller,
@@ -288,6 +306,10 @@ async fn delete_one(
     }))
 }
 
+/// Every version of a memory, first to newest.
+#[utoipa::path(get, path = "/v1/memories/{id}/history/", tag = TAG, params(("id" = String, Path)),
+    security(("token" = [])), responses(
+    (status = 200, body = Vec<HistoryEntry>), (status = "4XX", body = ErrorBody)))]
 async fn history_of(
     State(state): State<AppState>,
     caller: Caller,

@@ -9,51 +9,64 @@ use aril_engine::{
 use std::collections::HashSet;
 
 use aril_core::{NewTurn, Segment, Turn, TurnId};
-use axum::Router;
 use axum::extract::State;
-use axum::routing::{delete, get, post};
 use chrono::Utc;
 use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::auth::Caller;
+use crate::error::ErrorBody;
 use crate::extract::{ApiJson, ApiQuery};
 use crate::{ApiError, AppState};
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/health", get(health))
-        .route("/ready", get(ready))
-        .route("/v1/turns", post(append_turns).get(list_turns))
-        .route("/v1/search", post(search))
-        .route("/v1/segments", get(list_segments))
-        .route("/v1/scopes", delete(delete_scope))
-        .route("/v1/stats", get(stats))
+/// The OpenAPI tag of these routes.
+const TAG: &str = "native";
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(health))
+        .routes(routes!(ready))
+        .routes(routes!(append_turns, list_turns))
+        .routes(routes!(search))
+        .routes(routes!(list_segments))
+        .routes(routes!(delete_scope))
+        .routes(routes!(stats))
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 struct Status {
     status: &'static str,
 }
 
+/// Liveness: the process answers.
+#[utoipa::path(get, path = "/health", tag = TAG, responses((status = 200, body = Status)))]
 async fn health() -> axum::Json<Status> {
     axum::Json(Status { status: "ok" })
 }
 
 /// Ready when the engine answers and its model is loaded (a missing model shows here as 503).
+#[utoipa::path(get, path = "/ready", tag = TAG, responses(
+    (status = 200, body = Status),
+    (status = 503, description = "the embedding model is missing", body = ErrorBody)
+))]
 async fn ready(State(state): State<AppState>) -> Result<axum::Json<Status>, ApiError> {
     state.run(|engine| engine.load_model()).await?;
     Ok(axum::Json(Status { status: "ready" }))
 }
 
 /// Scope fields that many requests share.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct ScopeParams {
     pub user_id: Option<String>,
     pub agent_id: Option<String>,
     pub run_id: Option<String>,
 }
 
-#[derive(Deserialize)]
+/// Turns to append, with defaults for the fields they leave out.
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct AppendTurns {
     turns: Vec<TurnIn>,
@@ -67,12 +80,13 @@ struct AppendTurns {
     flush: bool,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 pub(crate) struct Appended {
     /// The stable id of every turn sent, in order (also for those already stored).
     pub ids: Vec<String>,
     /// For each turn sent, whether it was stored before this request (same stable id).
     pub already_stored: Vec<bool>,
+    #[schema(value_type = Object)]
     pub report: IngestReport,
 }
 
@@ -122,6 +136,13 @@ pub(crate) async fn store_turns(
     })
 }
 
+/// Appends turns (kept verbatim; embedded, segmented and indexed before the response). A batch is
+/// stored whole or not at all; re-sending a turn is safe (stable ids).
+#[utoipa::path(post, path = "/v1/turns", tag = TAG, request_body = AppendTurns,
+    security(("token" = [])), responses(
+    (status = 200, body = Appended),
+    (status = "4XX", body = ErrorBody)
+))]
 async fn append_turns(
     State(state): State<AppState>,
     caller: Caller,
@@ -147,7 +168,8 @@ async fn append_turns(
     ))
 }
 
-#[derive(Deserialize)]
+/// A question to recall for, inside a scope.
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct SearchBody {
     query: String,
@@ -176,6 +198,12 @@ pub(crate) fn check_query(query: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// Recalls the turns most relevant to a query (hybrid dense + BM25 over turns and segments).
+#[utoipa::path(post, path = "/v1/search", tag = TAG, request_body = SearchBody,
+    security(("token" = [])), responses(
+    (status = 200, description = "the recalled context", body = Object),
+    (status = "4XX", body = ErrorBody)
+))]
 async fn search(
     State(state): State<AppState>,
     caller: Caller,
@@ -193,7 +221,8 @@ async fn search(
     ))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct PageParams {
     user_id: Option<String>,
@@ -204,12 +233,19 @@ struct PageParams {
     limit: Option<u64>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 struct TurnPage {
     total: u64,
+    #[schema(value_type = Vec<Object>)]
     turns: Vec<Turn>,
 }
 
+/// A page of a scope's turns in store order (every version of an edited memory).
+#[utoipa::path(get, path = "/v1/turns", tag = TAG, params(PageParams),
+    security(("token" = [])), responses(
+    (status = 200, body = TurnPage),
+    (status = "4XX", body = ErrorBody)
+))]
 async fn list_turns(
     State(state): State<AppState>,
     caller: Caller,
@@ -223,11 +259,18 @@ async fn list_turns(
     Ok(axum::Json(TurnPage { total, turns }))
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 struct Segments {
+    #[schema(value_type = Vec<Object>)]
     segments: Vec<Segment>,
 }
 
+/// The closed segments of a scope, in order.
+#[utoipa::path(get, path = "/v1/segments", tag = TAG, params(ScopeParams),
+    security(("token" = [])), responses(
+    (status = 200, body = Segments),
+    (status = "4XX", body = ErrorBody)
+))]
 async fn list_segments(
     State(state): State<AppState>,
     caller: Caller,
@@ -239,6 +282,11 @@ async fn list_segments(
 }
 
 /// Deletes a scope: its turns, segments, index entries and cached vectors, from every file.
+#[utoipa::path(delete, path = "/v1/scopes", tag = TAG, params(ScopeParams),
+    security(("token" = [])), responses(
+    (status = 200, description = "what was deleted", body = Object),
+    (status = "4XX", body = ErrorBody)
+))]
 async fn delete_scope(
     State(state): State<AppState>,
     caller: Caller,
@@ -251,6 +299,10 @@ async fn delete_scope(
 }
 
 /// Store-wide counts: for admin keys only, since they span users.
+#[utoipa::path(get, path = "/v1/stats", tag = TAG, security(("token" = [])), responses(
+    (status = 200, body = Object),
+    (status = "4XX", body = ErrorBody)
+))]
 async fn stats(
     State(state): State<AppState>,
     caller: Caller,

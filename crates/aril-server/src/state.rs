@@ -2,7 +2,12 @@
 //! are blocking (SQLite, tantivy, the embedder), so they run on tokio's blocking pool, one at a
 //! time behind a mutex: writes are serialised, and a response is sent only after the engine has
 //! committed (durably) what it acknowledges.
+//!
+//! A request that panics (a bug) fails alone: the store rolled its transaction back, and before the
+//! next request the engine rebuilds its derived indexes, so one bad request cannot take the
+//! service down or leave a half-written index behind.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use aril_engine::{Engine, EngineError, KeyRing};
@@ -13,6 +18,8 @@ use crate::ApiError;
 #[derive(Clone)]
 pub struct AppState {
     engine: Arc<Mutex<Engine>>,
+    /// Set when a request panicked and the derived indexes are still to be rebuilt.
+    dirty: Arc<AtomicBool>,
     pub(crate) keys: Arc<KeyRing>,
     /// False only when the operator started the server with `--no-auth` on a loopback address.
     pub(crate) auth: bool,
@@ -24,6 +31,7 @@ impl AppState {
         let keys = engine.key_ring()?;
         Ok(Self {
             engine: Arc::new(Mutex::new(engine)),
+            dirty: Arc::new(AtomicBool::new(false)),
             keys: Arc::new(keys),
             auth,
         })
@@ -35,11 +43,22 @@ impl AppState {
         T: Send + 'static,
         F: FnOnce(&mut Engine) -> Result<T, EngineError> + Send + 'static,
     {
-        let engine = self.engine.clone();
+        let (engine, dirty) = (self.engine.clone(), self.dirty.clone());
         tokio::task::spawn_blocking(move || {
-            let mut guard = engine
-                .lock()
-                .map_err(|_| ApiError::internal("the engine failed in an earlier request"))?;
+            let mut guard = engine.lock().unwrap_or_else(|poisoned| {
+                engine.clear_poison();
+                dirty.store(true, Ordering::SeqCst);
+                poisoned.into_inner()
+            });
+            if dirty.load(Ordering::SeqCst) {
+                tracing::error!("an earlier request panicked: rebuilding the derived indexes");
+                guard.reindex().map_err(|e| {
+                    ApiError::internal(format!(
+                        "an earlier request failed and the indexes could not be rebuilt: {e}"
+                    ))
+                })?;
+                dirty.store(false, Ordering::SeqCst);
+            }
             f(&mut guard).map_err(ApiError::from)
         })
         .await

@@ -499,3 +499,50 @@ async fn readiness_reports_a_missing_model_as_503() {
     assert_eq!(st, StatusCode::OK, "alive even when not ready");
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_openapi_document_is_served_and_matches_the_routes() {
+    let s = Server::start().await;
+    let doc: Value = s
+        .http
+        .get(format!("{}/openapi.json", s.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let paths = doc["paths"].as_object().unwrap();
+    for (path, method) in [
+        ("/v1/turns", "post"),
+        ("/v1/search", "post"),
+        ("/v3/memories/add/", "post"),
+        ("/v1/memories/{id}/", "put"),
+        ("/v1/memories/{id}/history/", "get"),
+    ] {
+        assert!(paths[path].get(method).is_some(), "{method} {path}");
+    }
+    assert!(doc["components"]["securitySchemes"]["token"].is_object());
+    // Every documented operation is routed: none answers "no such route".
+    for (path, ops) in paths {
+        for method in ops.as_object().unwrap().keys() {
+            let url = format!(
+                "{}{}",
+                s.base,
+                path.replace("{id}", "t_x")
+                    .replace("{kind}", "user")
+                    .replace("{name}", "nobody")
+            );
+            let resp = s
+                .http
+                .request(method.to_uppercase().parse().unwrap(), url)
+                .header("Authorization", format!("Token {}", s.user_key))
+                .send()
+                .await
+                .unwrap();
+            let body = resp.text().await.unwrap();
+            assert!(!body.contains("no such route"), "{method} {path}: {body}");
+        }
+    }
+    s.stop().await;
+}
