@@ -429,6 +429,9 @@ async fn bad_input_gets_a_json_4xx_and_stores_nothing() {
             "/v3/memories/search/",
             json!({"query": "x", "filters": {"OR": [{"user_id": "alice"}]}}),
         ),
+        ("POST", "/v3/memories/add/", json!({"messages": []})),
+        ("PUT", "/v1/memories/t_unknown/", json!({"text": "x"})),
+        ("PUT", "/v1/memories/t_unknown/", json!({"colour": "red"})),
     ];
     for (method, path, body) in cases {
         let (st, err) = s.call(method, path, &s.user_key, Some(body.clone())).await;

@@ -1,0 +1,109 @@
+//! Where each role's model is: base URL, model name and key, from the environment
+//! (`ARIL_LLM_<ROLE>_BASE_URL`, falling back to `ARIL_LLM_BASE_URL`; the same for `_MODEL` and
+//! `_API_KEY`), and how patiently to talk to it.
+
+use std::time::Duration;
+
+use crate::LlmError;
+
+/// What a model is used for; each role may point at a different endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Writes cards from closed segments.
+    Encoder,
+    /// Plans retrieval paths for a question.
+    Planner,
+    /// Answers from the recalled context.
+    Answerer,
+    /// Grades answers in benchmarks.
+    Judge,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Encoder => "encoder",
+            Role::Planner => "planner",
+            Role::Answerer => "answerer",
+            Role::Judge => "judge",
+        }
+    }
+}
+
+/// One OpenAI-compatible endpoint and model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    /// Up to and including the API version, e.g. `http://127.0.0.1:8080/v1`.
+    pub base_url: String,
+    pub model: String,
+    pub api_key: Option<String>,
+}
+
+impl Endpoint {
+    /// The endpoint of a role from the environment; `Ok(None)` when no base URL is set at all.
+    pub fn from_env(role: Role) -> Result<Option<Self>, LlmError> {
+        Self::from_lookup(role, |k| std::env::var(k).ok())
+    }
+
+    /// As [`Endpoint::from_env`], over any variable lookup (testable without touching the
+    /// process environment).
+    pub fn from_lookup(
+        role: Role,
+        var: impl Fn(&str) -> Option<String>,
+    ) -> Result<Option<Self>, LlmError> {
+        let get = |field: &str| {
+            var(&format!(
+                "ARIL_LLM_{}_{field}",
+                role.as_str().to_ascii_uppercase()
+            ))
+            .or_else(|| var(&format!("ARIL_LLM_{field}")))
+            .filter(|v| !v.trim().is_empty())
+        };
+        let Some(base_url) = get("BASE_URL") else {
+            return Ok(None);
+        };
+        if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
+            return Err(LlmError::Config(format!(
+                "base URL {base_url:?} for the {} must start with http:// or https://",
+                role.as_str()
+            )));
+        }
+        let model = get("MODEL").ok_or_else(|| {
+            LlmError::Config(format!(
+                "a base URL is set for the {0} but no model: set ARIL_LLM_MODEL (or \
+                 ARIL_LLM_{1}_MODEL)",
+                role.as_str(),
+                role.as_str().to_ascii_uppercase()
+            ))
+        })?;
+        Ok(Some(Self {
+            base_url: base_url.trim_end_matches('/').to_string(),
+            model,
+            api_key: get("API_KEY"),
+        }))
+    }
+}
+
+/// How patiently the client talks to an endpoint.
+#[derive(Debug, Clone)]
+pub struct ClientOptions {
+    /// For one HTTP exchange, connection to last byte.
+    pub timeout: Duration,
+    /// Further attempts after a timeout, a 429 or a 5xx.
+    pub max_retries: u32,
+    /// The first wait before a retry; doubled each time, unless the server sends `Retry-After`.
+    pub backoff: Duration,
+    /// No wait is longer than this, whatever `Retry-After` asks.
+    pub max_wait: Duration,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        Self {
+            timeout: Duration::from_secs(120),
+            max_retries: 4,
+            backoff: Duration::from_millis(500),
+            max_wait: Duration::from_secs(60),
+        }
+    }
+}

@@ -1,0 +1,30 @@
+//! Errors of the language-model stage, each saying what to check.
+
+#[derive(Debug, thiserror::Error)]
+pub enum LlmError {
+    #[error(
+        "cannot reach the LLM endpoint {url}: {reason}; check the base URL (ARIL_LLM_BASE_URL) and \
+         that the server runs"
+    )]
+    Unreachable { url: String, reason: String },
+    #[error(
+        "the LLM endpoint {url} did not answer within {secs} s, {attempts} times; raise the \
+         timeout or use a faster model"
+    )]
+    Timeout {
+        url: String,
+        secs: f64,
+        attempts: u32,
+    },
+    #[error("the LLM endpoint {url} answered HTTP {status} (after {attempts} attempts): {body}")]
+    Status {
+        url: String,
+        status: u16,
+        body: String,
+        attempts: u32,
+    },
+    #[error("the model's reply is unusable, even after a repair round: {reason}")]
+    InvalidReply { reason: String },
+    #[error("invalid LLM configuration: {0}")]
+    Config(String),
+}
