@@ -10,11 +10,13 @@
 mod client;
 mod config;
 mod error;
+mod local;
 mod structured;
 mod usage;
 
 pub use client::{ChatModel, ChatReply, ChatRequest, Message, OpenAiClient, ResponseFormat};
 pub use config::{ClientOptions, Endpoint, Role};
 pub use error::LlmError;
+pub use local::LocalServer;
 pub use structured::{JsonSpec, Structured, complete_json};
 pub use usage::{CallRecord, Ledger, Purpose, Totals};

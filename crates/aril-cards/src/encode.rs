@@ -1,0 +1,226 @@
+//! One closed segment to cards: build the prompt and the per-segment schema, ask once (with one
+//! repair round inside `complete_json`), check every label and date, and map the reply back to
+//! cards with stable ids and the merged disambiguation state.
+
+use aril_core::{Card, CardId, CardKind, CardTime, Segment, Turn, short_hash};
+use aril_llm::{ChatModel, JsonSpec, LlmError, Purpose, complete_json};
+use chrono::{DateTime, NaiveDate, Utc};
+
+use crate::EncoderState;
+use crate::prompt::{messages, recent_within};
+use crate::schema::{KINDS, Reply, labels, reply_schema};
+
+/// A recent card the encoder may supersede.
+#[derive(Debug, Clone)]
+pub struct RecentCard {
+    pub id: CardId,
+    pub kind: CardKind,
+    pub text: String,
+}
+
+/// Budgets of one encoding call.
+#[derive(Debug, Clone)]
+pub struct EncodeConfig {
+    /// o200k tokens the disambiguation state may take in the prompt.
+    pub state_budget: usize,
+    /// o200k tokens the recent-card digest may take.
+    pub recent_budget: usize,
+    /// Cards per segment at most.
+    pub max_cards: usize,
+    /// Reply tokens at most.
+    pub max_tokens: u32,
+}
+
+impl Default for EncodeConfig {
+    fn default() -> Self {
+        Self {
+            state_budget: 300,
+            recent_budget: 600,
+            max_cards: 12,
+            max_tokens: 2048,
+        }
+    }
+}
+
+/// What one segment's encoding produced.
+#[derive(Debug, Clone)]
+pub struct Encoded {
+    pub cards: Vec<Card>,
+    /// The state for the next segment (merged and cut to its budget).
+    pub state: EncoderState,
+    /// Model calls it took (1, or 2 after a repair).
+    pub calls: u32,
+}
+
+/// `YYYY`, `YYYY-MM` or `YYYY-MM-DD` as the first instant it names.
+fn parse_date(s: &str) -> Option<DateTime<Utc>> {
+    let mut parts = s.split('-');
+    let year: i32 = parts.next()?.parse().ok()?;
+    let month: u32 = parts.next().map_or(Some(1), |m| m.parse().ok())?;
+    let day: u32 = parts.next().map_or(Some(1), |d| d.parse().ok())?;
+    if parts.next().is_some() {
+        return None;
+    }
+    NaiveDate::from_ymd_opt(year, month, day)
+        .and_then(|d| d.and_hms_opt(0, 0, 0))
+        .map(|t| t.and_utc())
+}
+
+/// Everything the schema cannot say: labels in range, real dates, an end not before the start.
+fn check(reply: &Reply, turns: usize, recent: usize) -> Result<(), String> {
+    let turn_labels = labels('T', turns);
+    let card_labels = labels('C', recent);
+    for (i, c) in reply.cards.iter().enumerate() {
+        let n = i + 1;
+        if !KINDS.contains(&c.kind.as_str()) {
+            return Err(format!("card {n} has unknown type {:?}", c.kind));
+        }
+        if c.text.trim().is_empty() {
+            return Err(format!("card {n} has no text"));
+        }
+        if c.source_turns.is_empty() {
+            return Err(format!("card {n} cites no source turn"));
+        }
+        if let Some(bad) = c.source_turns.iter().find(|l| !turn_labels.contains(l)) {
+            return Err(format!(
+                "card {n} cites turn {bad:?}, which is not in this segment (T1…T{turns})"
+            ));
+        }
+        if let Some(bad) = c.supersedes.iter().find(|l| !card_labels.contains(l)) {
+            return Err(format!(
+                "card {n} supersedes {bad:?}, which is not a recent card"
+            ));
+        }
+        if let Some(t) = &c.time {
+            let start = parse_date(&t.start)
+                .ok_or_else(|| format!("card {n} has a bad start date {:?}", t.start))?;
+            if let Some(end) = &t.end {
+                let end = parse_date(end)
+                    .ok_or_else(|| format!("card {n} has a bad end date {end:?}"))?;
+                if end < start {
+                    return Err(format!("card {n} ends before it starts"));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn kind_of(label: &str) -> Option<CardKind> {
+    serde_json::from_value(serde_json::Value::String(label.to_string())).ok()
+}
+
+/// Turns one closed segment into cards with one model call (two when the first reply needs a
+/// repair). `turns` are the segment's turns in order. Fails, never returns an empty success, when
+/// the reply stays unusable: the caller marks the segment failed and its turns stay searchable.
+pub fn encode_segment(
+    model: &dyn ChatModel,
+    segment: &Segment,
+    turns: &[Turn],
+    state: &EncoderState,
+    recent: &[RecentCard],
+    config: &EncodeConfig,
+) -> Result<Encoded, LlmError> {
+    if turns.len() != segment.turns.len()
+        || turns.iter().zip(&segment.turns).any(|(t, id)| &t.id != id)
+    {
+        return Err(LlmError::Config(format!(
+            "the turns given do not match segment {}",
+            segment.id
+        )));
+    }
+    let recent = recent_within(recent, config.recent_budget);
+    let shown_state = EncoderState::default().merged(state, config.state_budget);
+    let schema = reply_schema(turns.len(), recent.len(), config.max_cards);
+    let reply = complete_json::<Reply>(
+        model,
+        Purpose::Encode,
+        messages(&segment.conversation, turns, &shown_state, recent),
+        JsonSpec {
+            name: "memory_cards",
+            schema: &schema,
+        },
+        config.max_tokens,
+        |r| check(r, turns.len(), recent.len()),
+    )?;
+    let calls = reply.calls;
+    let reply = reply.value;
+    let index = |label: &str| label[1..].parse::<usize>().ok().map(|i| i - 1);
+    let cards = reply
+        .cards
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, c)| {
+            let kind = kind_of(&c.kind)?;
+            let text = c.text.trim().to_string();
+            let time = c.time.and_then(|t| {
+                Some(CardTime {
+                    start: Some(parse_date(&t.start)?),
+                    end: t.end.as_deref().and_then(parse_date),
+                    granularity: t.granularity,
+                })
+            });
+            Some(Card {
+                id: CardId(format!(
+                    "c_{}",
+                    short_hash(&[&segment.id.0, &i.to_string(), &text])
+                )),
+                scope: segment.scope.clone(),
+                kind,
+                text,
+                entities: c.entities,
+                topics: c.topics,
+                time,
+                source_turns: c
+                    .source_turns
+                    .iter()
+                    .filter_map(|l| index(l).and_then(|i| segment.turns.get(i)).cloned())
+                    .collect(),
+                segment: segment.id.clone(),
+                supersedes: c
+                    .supersedes
+                    .iter()
+                    .filter_map(|l| index(l).and_then(|i| recent.get(i)).map(|r| r.id.clone()))
+                    .collect(),
+            })
+        })
+        .collect();
+    let learned = EncoderState {
+        aliases: reply
+            .state
+            .aliases
+            .into_iter()
+            .map(|a| (a.alias, a.name))
+            .collect(),
+        open_references: reply.state.open_references,
+    };
+    Ok(Encoded {
+        cards,
+        state: state.merged(&learned, config.state_budget),
+        calls,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_of_each_granularity_parse_and_nonsense_does_not() {
+        assert_eq!(
+            parse_date("2023-05-08").unwrap().to_rfc3339(),
+            "2023-05-08T00:00:00+00:00"
+        );
+        assert_eq!(
+            parse_date("2023-05").unwrap().to_rfc3339(),
+            "2023-05-01T00:00:00+00:00"
+        );
+        assert_eq!(
+            parse_date("2023").unwrap().to_rfc3339(),
+            "2023-01-01T00:00:00+00:00"
+        );
+        for bad in ["2023-13", "2023-02-30", "yesterday", "2023-05-08-01", ""] {
+            assert!(parse_date(bad).is_none(), "{bad}");
+        }
+    }
+}
