@@ -58,6 +58,18 @@ pub enum Command {
     /// Manage API keys for `aril serve`.
     #[command(subcommand)]
     Keys(KeysCmd),
+    /// Write queued segments into memory cards with the encoder LLM (ARIL_LLM_* settings).
+    Consolidate(ConsolidateCmd),
+}
+
+#[derive(Args, Debug)]
+pub struct ConsolidateCmd {
+    /// Encode at most this many segments.
+    #[arg(long)]
+    pub limit: Option<usize>,
+    /// Also retry segments whose encoding failed before.
+    #[arg(long)]
+    pub retry_failed: bool,
 }
 
 #[derive(Args, Debug)]

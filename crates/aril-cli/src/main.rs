@@ -5,6 +5,7 @@ mod add;
 mod alloc;
 mod args;
 mod bench;
+mod consolidate;
 mod demo;
 mod import;
 mod output;
@@ -91,5 +92,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Serve(cmd) => serve::run(open(&cli)?, cmd),
         Command::Keys(cmd) => serve::keys(open(&cli)?, cmd),
         Command::Mcp => serve::mcp(open(&cli)?),
+        Command::Consolidate(cmd) => consolidate::run(open(&cli)?, cmd),
     }
 }

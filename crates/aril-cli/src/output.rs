@@ -89,6 +89,11 @@ pub fn stats(engine: &Engine, cmd: &StatsCmd) -> anyhow::Result<()> {
         s.embeddings, s.embedded_chunks
     );
     println!("lexical units       {}", stats.lexical_units);
+    println!("cards               {}", s.cards);
+    println!(
+        "segments to encode  {} pending, {} failed (aril consolidate [--retry-failed])",
+        s.segments_pending, s.segments_failed
+    );
     println!("store bytes         {}", s.bytes);
     Ok(())
 }

@@ -24,11 +24,18 @@ pub fn cancel_on_ctrl_c() -> Arc<AtomicBool> {
 
 /// A turns progress bar, updated from engine progress callbacks.
 pub fn turns_bar(label: &str) -> ProgressBar {
+    units_bar(label, "turns")
+}
+
+/// A progress bar counting `unit`s.
+pub fn units_bar(label: &str, unit: &str) -> ProgressBar {
     let bar = ProgressBar::new(0);
     bar.set_style(
-        ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} turns  {per_sec}  eta {eta}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
+        ProgressStyle::with_template(&format!(
+            "{{prefix}} [{{bar:30}}] {{pos}}/{{len}} {unit}  {{per_sec}}  eta {{eta}}"
+        ))
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> "),
     );
     bar.set_prefix(label.to_string());
     bar

@@ -26,4 +26,6 @@ pub enum EngineError {
     Embed(#[from] aril_embed::EmbedError),
     #[error(transparent)]
     Dataset(#[from] aril_datasets::DatasetError),
+    #[error(transparent)]
+    Llm(#[from] aril_llm::LlmError),
 }

@@ -8,6 +8,7 @@
 //! - `lexical/`: the tantivy BM25 index, derived, rebuildable with [`Engine::reindex`].
 
 mod config;
+mod consolidate;
 mod embedding;
 mod error;
 mod ingest;
@@ -26,12 +27,15 @@ use aril_segment::Segmenter;
 use aril_store::{SqliteStore, Store, StoreStats};
 use serde::Serialize;
 
+pub use aril_cards::EncodeConfig;
 pub use aril_core::{NewTurn, Role, Scope, ScopeFilter, Segment};
 pub use aril_datasets as datasets;
 pub use aril_embed as embed;
+pub use aril_llm as llm;
 pub use aril_segment::SegmenterConfig;
 pub use aril_store::{ApiKeyRecord, DeleteReport, StoreError, UnitKind};
 pub use config::{Config, RecallConfig, SegmentUse, SegmentVectors};
+pub use consolidate::{ConsolidateOptions, ConsolidateReport};
 pub use error::EngineError;
 pub use ingest::{IngestOptions, IngestReport, Progress};
 pub use input::{TurnDefaults, TurnIn, parse_time};

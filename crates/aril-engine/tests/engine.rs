@@ -431,3 +431,73 @@ fn deleting_a_memory_removes_every_version_and_rebuilds_what_held_it() {
     let r = search(&mut engine, "u", "marathon in Lisbon", 3);
     assert!(texts(&r).contains("Lisbon"), "{}", texts(&r));
 }
+
+#[test]
+fn closed_segments_become_cards_with_a_real_model_and_die_with_their_turns() {
+    use aril_engine::ConsolidateOptions;
+    use aril_engine::llm::{ClientOptions, Ledger, LocalServer, OpenAiClient};
+    let server = LocalServer::from_cache().unwrap_or_else(|e| panic!("{e}"));
+    let model = OpenAiClient::new(
+        server.endpoint().clone(),
+        ClientOptions::default(),
+        Ledger::default(),
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut engine = open(dir.path());
+    let ingested = ingest(&mut engine, conversation("u"), true);
+    assert_eq!(
+        engine.stats().unwrap().store.segments_pending as usize,
+        ingested.segments_closed
+    );
+    let options = ConsolidateOptions {
+        encode: aril_cards_config(),
+        ..Default::default()
+    };
+    let report = engine
+        .consolidate(&model, &options, &mut |_| {}, &AtomicBool::new(false))
+        .unwrap();
+    assert_eq!(
+        report.segments_done + report.segments_failed,
+        ingested.segments_closed,
+        "{report:?}"
+    );
+    assert_eq!(report.llm_calls as usize, model.ledger().calls().len());
+    let stats = engine.stats().unwrap().store;
+    assert_eq!(stats.segments_pending, 0);
+    assert_eq!(stats.segments_failed as usize, report.segments_failed);
+    let cards = engine.cards(&ScopeFilter::user("u"), false).unwrap();
+    assert_eq!(cards.len(), report.cards_added);
+    let segments = engine.segments(&ScopeFilter::user("u")).unwrap();
+    for c in &cards {
+        let home = segments
+            .iter()
+            .find(|s| s.id == c.segment)
+            .expect("a card's segment exists");
+        assert!(
+            c.source_turns.iter().all(|t| home.turns.contains(t)),
+            "{c:?}"
+        );
+    }
+    // Nothing left to do: a second run makes no call.
+    let again = engine
+        .consolidate(&model, &options, &mut |_| {}, &AtomicBool::new(false))
+        .unwrap();
+    assert_eq!((again.segments_done, again.llm_calls), (0, 0));
+    // Deleting a memory takes the cards of its segment; the rebuilt segment waits for new ones.
+    let id = turn_id(&engine, "u", "s1:0");
+    engine.delete_memory(&id).unwrap();
+    let left = engine.cards(&ScopeFilter::user("u"), false).unwrap();
+    assert!(left.iter().all(|c| !c.source_turns.contains(&id)));
+    assert_eq!(engine.stats().unwrap().store.segments_pending, 1);
+    engine.check_integrity().unwrap();
+}
+
+/// Small budgets: the tiny local model is slow and its content is nonsense.
+fn aril_cards_config() -> aril_engine::EncodeConfig {
+    aril_engine::EncodeConfig {
+        max_cards: 1,
+        max_tokens: 800,
+        ..Default::default()
+    }
+}

@@ -5,14 +5,15 @@
 //!
 //! Only this crate knows SQL.
 
+mod cards;
 mod codec;
 mod error;
 mod schema;
-mod sqlite;
+pub(crate) mod sqlite;
 
 use std::collections::{HashMap, HashSet};
 
-use aril_core::{Scope, ScopeFilter, Segment, SegmentId, Turn, TurnId};
+use aril_core::{Card, Scope, ScopeFilter, Segment, SegmentId, Turn, TurnId};
 use aril_segment::OpenSegment;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -71,6 +72,29 @@ pub struct WriteBatch {
     pub embeddings: Vec<Embedding>,
     /// Memory versions the batch's turns hold.
     pub revisions: Vec<RevisionRecord>,
+}
+
+/// One segment's cards as the encoder wrote them, with the encoder state that follows them in the
+/// segment's conversation. Committed at once; the segment is then done.
+#[derive(Debug, Clone)]
+pub struct CardBatch {
+    pub segment: SegmentId,
+    pub cards: Vec<Card>,
+    pub scope: Scope,
+    pub conversation: String,
+    pub state: serde_json::Value,
+}
+
+/// A structured-index lookup over cards (no LLM call): by entity, topic, both, a time window, or
+/// the event frame (segment) a card came from. Entity and topic match case-insensitively.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CardLookup {
+    Entity(String),
+    Topic(String),
+    EntityTopic(String, String),
+    /// Cards whose time overlaps `[from, to]`.
+    During(DateTime<Utc>, DateTime<Utc>),
+    Segment(SegmentId),
 }
 
 /// A later version of a memory: the turn `turn` is version `version` (from 2) of the memory whose
@@ -154,6 +178,10 @@ pub struct StoreStats {
     pub open_segment_turns: u64,
     pub embeddings: u64,
     pub embedded_chunks: u64,
+    pub cards: u64,
+    /// Closed segments waiting to be written into cards, and those whose encoding failed.
+    pub segments_pending: u64,
+    pub segments_failed: u64,
     pub bytes: u64,
 }
 
@@ -217,6 +245,34 @@ pub trait Store: Send {
     fn memory_ids(&self, turns: &[TurnId]) -> Result<HashMap<TurnId, TurnId>, StoreError>;
     /// A user's turns that a newer version of their memory replaces.
     fn superseded(&self, user_id: &str) -> Result<HashSet<TurnId>, StoreError>;
+    /// Closed segments waiting for consolidation (with `retry_failed`, the failed ones too), oldest
+    /// first, at most `limit`.
+    fn queued_segments(
+        &self,
+        limit: usize,
+        retry_failed: bool,
+    ) -> Result<Vec<SegmentId>, StoreError>;
+    /// Stores a segment's cards, their index entries and supersessions, the conversation's
+    /// encoder state, and marks the segment done — one transaction.
+    fn commit_cards(&mut self, batch: CardBatch) -> Result<(), StoreError>;
+    /// Marks a segment's consolidation failed, with the reason (its turns stay searchable).
+    fn mark_failed(&mut self, segment: &SegmentId, reason: &str) -> Result<(), StoreError>;
+    /// The cards of a scope in store order; with `current_only`, those no newer card supersedes.
+    fn cards(&self, filter: &ScopeFilter, current_only: bool) -> Result<Vec<Card>, StoreError>;
+    /// Cards by id, in the order asked; unknown ids are left out.
+    fn cards_by_id(&self, ids: &[aril_core::CardId]) -> Result<Vec<Card>, StoreError>;
+    /// The ids of a scope's cards one structured index finds, in store order.
+    fn lookup_cards(
+        &self,
+        filter: &ScopeFilter,
+        lookup: &CardLookup,
+    ) -> Result<Vec<aril_core::CardId>, StoreError>;
+    /// The encoder state of a conversation, if one was stored.
+    fn encoder_state(
+        &self,
+        scope: &Scope,
+        conversation: &str,
+    ) -> Result<Option<serde_json::Value>, StoreError>;
     fn stats(&self) -> Result<StoreStats, StoreError>;
     /// Ids of the turns a filter admits, in store order, from `offset`, at most `limit`; and how
     /// many it admits in all. With `current_only`, turns a newer version replaces are left out.

@@ -5,8 +5,8 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use aril_core::{
-    CloseReason, NewTurn, Role, Scope, ScopeFilter, Segment, SegmentId, Turn, TurnId, render_line,
-    render_turns,
+    Card, CardId, CloseReason, NewTurn, Role, Scope, ScopeFilter, Segment, SegmentId, Turn, TurnId,
+    render_line, render_turns,
 };
 use aril_segment::OpenSegment;
 use chrono::{DateTime, Utc};
@@ -14,8 +14,8 @@ use rusqlite::{Connection, OptionalExtension, Row, Transaction, params, params_f
 
 use crate::schema::{SCHEMA, SCHEMA_VERSION};
 use crate::{
-    ApiKeyRecord, CommitReport, DeleteReport, Embedding, Store, StoreError, StoreStats,
-    TurnDeletion, UnitKind, UnitText, UnitVectors, WriteBatch, codec,
+    ApiKeyRecord, CardBatch, CardLookup, CommitReport, DeleteReport, Embedding, Store, StoreError,
+    StoreStats, TurnDeletion, UnitKind, UnitText, UnitVectors, WriteBatch, cards, codec,
 };
 
 /// SQLite allows 32766 bound parameters; stay well below.
@@ -69,6 +69,15 @@ impl SqliteStore {
             });
         }
         conn.execute_batch(SCHEMA).map_err(open_err)?;
+        if found.is_some_and(|v| v < 3) {
+            // Segments closed before cards existed wait for consolidation like new ones.
+            conn.execute(
+                "INSERT OR IGNORE INTO consolidation (segment_id, status) \
+                 SELECT id, 'pending' FROM segments",
+                [],
+            )
+            .map_err(open_err)?;
+        }
         // The schema above is additive, so an older file is now current.
         conn.execute(
             "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?1)",
@@ -229,6 +238,10 @@ fn write_batch(tx: &Transaction<'_>, batch: &WriteBatch) -> Result<CommitReport,
         ])?;
         if n == 1 {
             report.segments_added += 1;
+            tx.prepare_cached(
+                "INSERT OR IGNORE INTO consolidation (segment_id, status) VALUES (?1, 'pending')",
+            )?
+            .execute([&s.id.0])?;
             for (ord, turn) in s.turns.iter().enumerate() {
                 insert_link.execute(params![s.id.0, ord as i64, turn.0])?;
             }
@@ -283,7 +296,7 @@ struct SegmentRow {
     end: Option<String>,
 }
 
-fn scope_from_row(r: &Row<'_>, at: usize) -> rusqlite::Result<Scope> {
+pub(crate) fn scope_from_row(r: &Row<'_>, at: usize) -> rusqlite::Result<Scope> {
     let opt = |s: String| if s.is_empty() { None } else { Some(s) };
     Ok(Scope {
         user_id: r.get(at)?,
@@ -609,6 +622,10 @@ impl Store for SqliteStore {
             &format!("DELETE FROM open_segments WHERE {clause}"),
             params_from_iter(&args),
         )?;
+        tx.execute(
+            &format!("DELETE FROM encoder_states WHERE {clause}"),
+            params_from_iter(&args),
+        )?;
         let embeddings = drop_unused_embeddings(&tx, &hashes)?;
         tx.commit()?;
         self.checkpoint()?;
@@ -812,6 +829,55 @@ impl Store for SqliteStore {
             .collect()
     }
 
+    fn queued_segments(
+        &self,
+        limit: usize,
+        retry_failed: bool,
+    ) -> Result<Vec<SegmentId>, StoreError> {
+        cards::queued(&self.conn, limit, retry_failed)
+    }
+
+    fn commit_cards(&mut self, batch: CardBatch) -> Result<(), StoreError> {
+        let tx = self.conn.transaction()?;
+        cards::commit(&tx, &batch)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn mark_failed(&mut self, segment: &SegmentId, reason: &str) -> Result<(), StoreError> {
+        cards::mark_failed(&self.conn, segment, reason)
+    }
+
+    fn cards(&self, filter: &ScopeFilter, current_only: bool) -> Result<Vec<Card>, StoreError> {
+        cards::of_scope(&self.conn, filter, current_only)
+    }
+
+    fn cards_by_id(&self, ids: &[CardId]) -> Result<Vec<Card>, StoreError> {
+        let keys: Vec<String> = ids.iter().map(|c| c.0.clone()).collect();
+        let found = Self::in_chunks(&keys, |marks, chunk| {
+            cards::load(&self.conn, &format!("c.id IN ({marks})"), chunk)
+        })?;
+        let mut by_id: HashMap<CardId, Card> =
+            found.into_iter().map(|c| (c.id.clone(), c)).collect();
+        Ok(ids.iter().filter_map(|id| by_id.remove(id)).collect())
+    }
+
+    fn lookup_cards(
+        &self,
+        filter: &ScopeFilter,
+        lookup: &CardLookup,
+    ) -> Result<Vec<CardId>, StoreError> {
+        cards::lookup(&self.conn, filter, lookup)
+    }
+
+    fn encoder_state(
+        &self,
+        scope: &Scope,
+        conversation: &str,
+    ) -> Result<Option<serde_json::Value>, StoreError> {
+        cards::encoder_state(&self.conn, scope, conversation)
+    }
+
     fn stats(&self) -> Result<StoreStats, StoreError> {
         let count = |sql: &str| -> Result<u64, StoreError> {
             Ok(self.conn.query_row(sql, [], |r| r.get::<_, i64>(0))? as u64)
@@ -847,6 +913,9 @@ impl Store for SqliteStore {
             open_segment_turns: open_turns,
             embeddings: count("SELECT COUNT(*) FROM embeddings")?,
             embedded_chunks,
+            cards: count("SELECT COUNT(*) FROM cards")?,
+            segments_pending: count("SELECT COUNT(*) FROM consolidation WHERE status = 'pending'")?,
+            segments_failed: count("SELECT COUNT(*) FROM consolidation WHERE status = 'failed'")?,
             bytes,
         })
     }

@@ -328,3 +328,145 @@ fn deleting_turns_swaps_their_segment_for_its_replacement_and_drops_their_vector
     cached.sort();
     assert_eq!(cached, vec!["h-u-2".to_string(), "seg-u-rebuilt".into()]);
 }
+
+fn card_of(
+    segment: &SegmentRecord,
+    n: usize,
+    turn: &TurnRecord,
+    supersedes: &[&str],
+) -> aril_core::Card {
+    aril_core::Card {
+        id: aril_core::CardId(format!("c_{n}")),
+        scope: segment.segment.scope.clone(),
+        kind: aril_core::CardKind::Event,
+        text: format!("card {n}: Caroline went to the support group"),
+        entities: vec!["Caroline".into(), "Support Group".into()],
+        topics: vec!["LGBTQ".into()],
+        time: Some(aril_core::CardTime {
+            start: Some(chrono::TimeZone::with_ymd_and_hms(&Utc, 2023, 5, 7, 0, 0, 0).unwrap()),
+            end: None,
+            granularity: "day".into(),
+        }),
+        source_turns: vec![turn.turn.id.clone()],
+        segment: segment.segment.id.clone(),
+        supersedes: supersedes
+            .iter()
+            .map(|s| aril_core::CardId(s.to_string()))
+            .collect(),
+    }
+}
+
+#[test]
+fn closed_segments_queue_for_cards_and_cards_are_found_by_every_structured_index() {
+    use aril_store::{CardBatch, CardLookup};
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = SqliteStore::open(&dir.path().join("s.sqlite")).unwrap();
+    let turns = fill(&mut store, "u");
+    let seg = segment("u", &turns.iter().collect::<Vec<_>>());
+    assert_eq!(
+        store.queued_segments(10, false).unwrap(),
+        vec![seg.segment.id.clone()]
+    );
+    assert_eq!(store.stats().unwrap().segments_pending, 1);
+    let batch = |cards| CardBatch {
+        segment: seg.segment.id.clone(),
+        cards,
+        scope: seg.segment.scope.clone(),
+        conversation: "c".into(),
+        state: serde_json::json!({"aliases": [["Mel", "Melanie"]]}),
+    };
+    store
+        .commit_cards(batch(vec![
+            card_of(&seg, 1, &turns[0], &[]),
+            card_of(&seg, 2, &turns[1], &["c_1"]),
+        ]))
+        .unwrap();
+    assert!(store.queued_segments(10, true).unwrap().is_empty());
+    let stats = store.stats().unwrap();
+    assert_eq!((stats.cards, stats.segments_pending), (2, 0));
+    let all = store.cards(&ScopeFilter::user("u"), false).unwrap();
+    assert_eq!(all.len(), 2);
+    assert_eq!(
+        all[1],
+        card_of(&seg, 2, &turns[1], &["c_1"]),
+        "a card reads back as written"
+    );
+    let current = store.cards(&ScopeFilter::user("u"), true).unwrap();
+    assert_eq!(
+        current.iter().map(|c| c.id.0.as_str()).collect::<Vec<_>>(),
+        ["c_2"]
+    );
+    let f = ScopeFilter::user("u");
+    let day = |d| chrono::TimeZone::with_ymd_and_hms(&Utc, 2023, 5, d, 12, 0, 0).unwrap();
+    for (lookup, hits) in [
+        (CardLookup::Entity("caroline".into()), 2),
+        (CardLookup::Topic("lgbtq".into()), 2),
+        (
+            CardLookup::EntityTopic("support group".into(), "LGBTQ".into()),
+            2,
+        ),
+        (CardLookup::EntityTopic("melanie".into(), "LGBTQ".into()), 0),
+        (CardLookup::During(day(6), day(7)), 2),
+        (CardLookup::During(day(8), day(9)), 0),
+        (CardLookup::Segment(seg.segment.id.clone()), 2),
+    ] {
+        assert_eq!(
+            store.lookup_cards(&f, &lookup).unwrap().len(),
+            hits,
+            "{lookup:?}"
+        );
+    }
+    assert!(
+        store
+            .lookup_cards(
+                &ScopeFilter::user("other"),
+                &CardLookup::Entity("caroline".into())
+            )
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        store
+            .encoder_state(&Scope::user("u").unwrap(), "c")
+            .unwrap(),
+        Some(serde_json::json!({"aliases": [["Mel", "Melanie"]]}))
+    );
+    store.check_integrity().unwrap();
+    // Deleting the scope takes the cards, their index rows and the encoder state.
+    store.delete(&ScopeFilter::user("u")).unwrap();
+    assert_eq!(store.stats().unwrap().cards, 0);
+    assert!(
+        store
+            .encoder_state(&Scope::user("u").unwrap(), "c")
+            .unwrap()
+            .is_none()
+    );
+}
+
+#[test]
+fn a_failed_segment_waits_for_a_retry_and_a_deleted_one_cannot_take_cards() {
+    use aril_store::CardBatch;
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = SqliteStore::open(&dir.path().join("s.sqlite")).unwrap();
+    let turns = fill(&mut store, "u");
+    let seg = segment("u", &turns.iter().collect::<Vec<_>>());
+    store
+        .mark_failed(&seg.segment.id, "the reply was empty")
+        .unwrap();
+    assert!(store.queued_segments(10, false).unwrap().is_empty());
+    assert_eq!(store.queued_segments(10, true).unwrap().len(), 1);
+    assert_eq!(store.stats().unwrap().segments_failed, 1);
+    store.delete(&ScopeFilter::user("u")).unwrap();
+    let late = store.commit_cards(CardBatch {
+        segment: seg.segment.id.clone(),
+        cards: vec![card_of(&seg, 1, &turns[0], &[])],
+        scope: seg.segment.scope.clone(),
+        conversation: "c".into(),
+        state: serde_json::json!({}),
+    });
+    assert!(
+        late.is_err(),
+        "cards of a deleted segment must not be stored"
+    );
+    assert_eq!(store.stats().unwrap().cards, 0);
+}
