@@ -268,17 +268,7 @@ fn links(
 
 /// The scope clause over `cards c`, and its arguments.
 fn scope_clause(filter: &ScopeFilter) -> (String, Vec<String>) {
-    let mut clause = "c.user_id = ?".to_string();
-    let mut args = vec![filter.user_id.clone()];
-    if let Some(a) = &filter.agent_id {
-        clause.push_str(" AND c.agent_id = ?");
-        args.push(a.clone());
-    }
-    if let Some(r) = &filter.run_id {
-        clause.push_str(" AND c.run_id = ?");
-        args.push(r.clone());
-    }
-    (clause, args)
+    crate::sqlite::filter_clause_on("c.", filter)
 }
 
 pub(crate) fn of_scope(

@@ -168,6 +168,23 @@ impl SqliteStore {
     }
 }
 
+/// Ends a deletion: drops the cache entries of `hashes` nothing uses any more and commits. The
+/// caller then checkpoints, so the deleted text is gone from every file.
+fn commit_delete(
+    tx: Transaction<'_>,
+    hashes: &[String],
+    turns: u64,
+    segments: u64,
+) -> Result<DeleteReport, StoreError> {
+    let embeddings = drop_unused_embeddings(&tx, hashes)? as u64;
+    tx.commit()?;
+    Ok(DeleteReport {
+        turns,
+        segments,
+        embeddings,
+    })
+}
+
 /// Drops the cache entries of the given text hashes that no turn or segment uses any more.
 fn drop_unused_embeddings(tx: &Transaction<'_>, hashes: &[String]) -> Result<usize, StoreError> {
     let mut drop_unused = tx.prepare_cached(
@@ -320,14 +337,20 @@ fn parse_time(s: Option<String>) -> Result<Option<DateTime<Utc>>, StoreError> {
 
 /// `(clause, args)` selecting the rows a filter admits, for tables with scope columns.
 fn filter_clause(filter: &ScopeFilter) -> (String, Vec<String>) {
-    let mut clause = "user_id = ?".to_string();
+    filter_clause_on("", filter)
+}
+
+/// The SQL condition a scope filter sets on the scope columns of the table aliased `alias`
+/// (`""` for an unaliased table, `"c."` for `cards c`), and its arguments.
+pub(crate) fn filter_clause_on(alias: &str, filter: &ScopeFilter) -> (String, Vec<String>) {
+    let mut clause = format!("{alias}user_id = ?");
     let mut args = vec![filter.user_id.clone()];
     if let Some(a) = &filter.agent_id {
-        clause.push_str(" AND agent_id = ?");
+        clause.push_str(&format!(" AND {alias}agent_id = ?"));
         args.push(a.clone());
     }
     if let Some(r) = &filter.run_id {
-        clause.push_str(" AND run_id = ?");
+        clause.push_str(&format!(" AND {alias}run_id = ?"));
         args.push(r.clone());
     }
     (clause, args)
@@ -626,14 +649,9 @@ impl Store for SqliteStore {
             &format!("DELETE FROM encoder_states WHERE {clause}"),
             params_from_iter(&args),
         )?;
-        let embeddings = drop_unused_embeddings(&tx, &hashes)?;
-        tx.commit()?;
+        let report = commit_delete(tx, &hashes, turns as u64, segments as u64)?;
         self.checkpoint()?;
-        Ok(DeleteReport {
-            turns: turns as u64,
-            segments: segments as u64,
-            embeddings: embeddings as u64,
-        })
+        Ok(report)
     }
 
     fn delete_turns(&mut self, deletion: TurnDeletion) -> Result<DeleteReport, StoreError> {
@@ -676,14 +694,9 @@ impl Store for SqliteStore {
                 ..Default::default()
             },
         )?;
-        let embeddings = drop_unused_embeddings(&tx, &hashes)?;
-        tx.commit()?;
+        let report = commit_delete(tx, &hashes, turns as u64, segments as u64)?;
         self.checkpoint()?;
-        Ok(DeleteReport {
-            turns: turns as u64,
-            segments: segments as u64,
-            embeddings: embeddings as u64,
-        })
+        Ok(report)
     }
 
     fn segments_holding(&self, turns: &[TurnId]) -> Result<Vec<Segment>, StoreError> {
