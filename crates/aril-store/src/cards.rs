@@ -330,19 +330,7 @@ pub(crate) fn encoder_state(
     scope: &Scope,
     conversation: &str,
 ) -> Result<Option<serde_json::Value>, StoreError> {
-    let text: Option<String> = conn
-        .query_row(
-            "SELECT state FROM encoder_states WHERE user_id = ?1 AND agent_id = ?2 \
-             AND run_id = ?3 AND conversation = ?4",
-            params![
-                scope.user_id,
-                scope.agent_id.as_deref().unwrap_or(""),
-                scope.run_id.as_deref().unwrap_or(""),
-                conversation
-            ],
-            |r| r.get(0),
-        )
-        .optional()?;
+    let text = crate::sqlite::conversation_state(conn, "encoder_states", scope, conversation)?;
     text.map(|t| {
         serde_json::from_str(&t).map_err(|e| StoreError::Corrupt(format!("encoder state: {e}")))
     })

@@ -168,6 +168,30 @@ impl SqliteStore {
     }
 }
 
+/// The JSON `state` column of a per-conversation table (`open_segments`, `encoder_states`).
+pub(crate) fn conversation_state(
+    conn: &Connection,
+    table: &str,
+    scope: &Scope,
+    conversation: &str,
+) -> Result<Option<String>, StoreError> {
+    Ok(conn
+        .query_row(
+            &format!(
+                "SELECT state FROM {table} WHERE user_id = ?1 AND agent_id = ?2 \
+                 AND run_id = ?3 AND conversation = ?4"
+            ),
+            params![
+                scope.user_id,
+                scope.agent_id.as_deref().unwrap_or(""),
+                scope.run_id.as_deref().unwrap_or(""),
+                conversation
+            ],
+            |r| r.get(0),
+        )
+        .optional()?)
+}
+
 /// Ends a deletion: drops the cache entries of `hashes` nothing uses any more and commits. The
 /// caller then checkpoints, so the deleted text is gone from every file.
 fn commit_delete(
@@ -374,20 +398,7 @@ impl Store for SqliteStore {
     }
 
     fn open_segment(&self, scope: &Scope, conversation: &str) -> Result<OpenSegment, StoreError> {
-        let state: Option<String> = self
-            .conn
-            .query_row(
-                "SELECT state FROM open_segments WHERE user_id = ?1 AND agent_id = ?2 \
-                 AND run_id = ?3 AND conversation = ?4",
-                params![
-                    scope.user_id,
-                    scope.agent_id.as_deref().unwrap_or(""),
-                    scope.run_id.as_deref().unwrap_or(""),
-                    conversation
-                ],
-                |r| r.get(0),
-            )
-            .optional()?;
+        let state = conversation_state(&self.conn, "open_segments", scope, conversation)?;
         match state {
             None => Ok(OpenSegment::default()),
             Some(s) => serde_json::from_str(&s)
