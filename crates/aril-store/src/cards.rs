@@ -10,9 +10,6 @@ use rusqlite::{Connection, OptionalExtension, Transaction, params, params_from_i
 
 use crate::{CardBatch, CardLookup, StoreError};
 
-/// SQLite allows 32766 bound parameters; stay well below.
-const IN_CHUNK: usize = 500;
-
 fn kind_text(kind: CardKind) -> Result<String, StoreError> {
     match serde_json::to_value(kind) {
         Ok(serde_json::Value::String(s)) => Ok(s),
@@ -248,20 +245,20 @@ fn links(
     select: &str,
     ids: &[String],
 ) -> Result<HashMap<String, Vec<String>>, StoreError> {
-    let mut out: HashMap<String, Vec<String>> = HashMap::new();
-    for chunk in ids.chunks(IN_CHUNK) {
-        let marks = vec!["?"; chunk.len()].join(",");
+    let pairs = crate::SqliteStore::in_chunks(ids, |marks, chunk| {
         let mut stmt = conn.prepare(&format!(
             "{select} WHERE card_id IN ({marks}) ORDER BY rowid"
         ))?;
-        let pairs = stmt
+        let rows = stmt
             .query_map(params_from_iter(chunk), |r| {
                 Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
             })?
             .collect::<Result<Vec<_>, _>>()?;
-        for (card, value) in pairs {
-            out.entry(card).or_default().push(value);
-        }
+        Ok(rows)
+    })?;
+    let mut out: HashMap<String, Vec<String>> = HashMap::new();
+    for (card, value) in pairs {
+        out.entry(card).or_default().push(value);
     }
     Ok(out)
 }

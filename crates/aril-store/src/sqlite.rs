@@ -95,7 +95,7 @@ impl SqliteStore {
     }
 
     /// Runs `f` with the ids split into chunks small enough for one statement.
-    fn in_chunks<T, F>(ids: &[String], mut f: F) -> Result<Vec<T>, StoreError>
+    pub(crate) fn in_chunks<T, F>(ids: &[String], mut f: F) -> Result<Vec<T>, StoreError>
     where
         F: FnMut(&str, &[String]) -> Result<Vec<T>, StoreError>,
     {
