@@ -2,9 +2,10 @@
 //! repair round inside `complete_json`), check every label and date, and map the reply back to
 //! cards with stable ids and the merged disambiguation state.
 
-use aril_core::{Card, CardId, CardKind, CardTime, Segment, Turn, short_hash};
+use aril_core::{
+    Card, CardId, CardKind, CardTime, Segment, Turn, parse_calendar_date as parse_date, short_hash,
+};
 use aril_llm::{ChatModel, JsonSpec, LlmError, Purpose, complete_json};
-use chrono::{DateTime, NaiveDate, Utc};
 
 use crate::EncoderState;
 use crate::prompt::{messages, recent_within};
@@ -50,20 +51,6 @@ pub struct Encoded {
     pub state: EncoderState,
     /// Model calls it took (1, or 2 after a repair).
     pub calls: u32,
-}
-
-/// `YYYY`, `YYYY-MM` or `YYYY-MM-DD` as the first instant it names.
-fn parse_date(s: &str) -> Option<DateTime<Utc>> {
-    let mut parts = s.split('-');
-    let year: i32 = parts.next()?.parse().ok()?;
-    let month: u32 = parts.next().map_or(Some(1), |m| m.parse().ok())?;
-    let day: u32 = parts.next().map_or(Some(1), |d| d.parse().ok())?;
-    if parts.next().is_some() {
-        return None;
-    }
-    NaiveDate::from_ymd_opt(year, month, day)
-        .and_then(|d| d.and_hms_opt(0, 0, 0))
-        .map(|t| t.and_utc())
 }
 
 /// Everything the schema cannot say: labels in range, real dates, an end not before the start.
@@ -199,28 +186,4 @@ pub fn encode_segment(
         state: state.merged(&learned, config.state_budget),
         calls,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn dates_of_each_granularity_parse_and_nonsense_does_not() {
-        assert_eq!(
-            parse_date("2023-05-08").unwrap().to_rfc3339(),
-            "2023-05-08T00:00:00+00:00"
-        );
-        assert_eq!(
-            parse_date("2023-05").unwrap().to_rfc3339(),
-            "2023-05-01T00:00:00+00:00"
-        );
-        assert_eq!(
-            parse_date("2023").unwrap().to_rfc3339(),
-            "2023-01-01T00:00:00+00:00"
-        );
-        for bad in ["2023-13", "2023-02-30", "yesterday", "2023-05-08-01", ""] {
-            assert!(parse_date(bad).is_none(), "{bad}");
-        }
-    }
 }

@@ -2,56 +2,11 @@
 //! cite turns outside the segment — with scripted replies at the `ChatModel` seam (fault
 //! injection), and once with a real model (`llama-server` + SmolLM2 from `scripts/fetch-llm`).
 
-use std::collections::VecDeque;
-use std::sync::Mutex;
-
 use aril_cards::{EncodeConfig, EncoderState, RecentCard, encode_segment};
 use aril_core::{CardId, CardKind, CloseReason, NewTurn, Role, Scope, Segment, SegmentId, Turn};
-use aril_llm::{
-    CallRecord, ChatModel, ChatReply, ChatRequest, ClientOptions, Ledger, LlmError, LocalServer,
-    OpenAiClient, Purpose,
-};
+use aril_llm::{ClientOptions, Ledger, LlmError, LocalServer, OpenAiClient, Purpose, Scripted};
 use chrono::{TimeZone, Utc};
 use serde_json::json;
-
-/// Replies from a script, in order; records what it was asked.
-struct Scripted {
-    replies: Mutex<VecDeque<String>>,
-    asked: Mutex<Vec<ChatRequest>>,
-}
-
-impl Scripted {
-    fn new(replies: Vec<serde_json::Value>) -> Self {
-        Self {
-            replies: Mutex::new(replies.into_iter().map(|r| r.to_string()).collect()),
-            asked: Mutex::new(Vec::new()),
-        }
-    }
-}
-
-impl ChatModel for Scripted {
-    fn model(&self) -> &str {
-        "scripted"
-    }
-
-    fn chat(&self, purpose: Purpose, request: &ChatRequest) -> Result<ChatReply, LlmError> {
-        self.asked.lock().unwrap().push(request.clone());
-        let content = self.replies.lock().unwrap().pop_front().unwrap_or_default();
-        Ok(ChatReply {
-            content,
-            finish_reason: Some("stop".into()),
-            record: CallRecord {
-                purpose,
-                model: "scripted".into(),
-                prompt_tokens: 1,
-                completion_tokens: 1,
-                counted_locally: false,
-                latency_ms: 0,
-                attempts: 1,
-            },
-        })
-    }
-}
 
 fn segment() -> (Segment, Vec<Turn>) {
     let lines = [
@@ -171,7 +126,7 @@ fn labels_map_back_to_turn_and_card_ids_and_the_state_carries_over() {
         ]
     );
     // The prompt showed the turns with their absolute times, the state and the recent card.
-    let asked = model.asked.lock().unwrap();
+    let asked = model.asked();
     let prompt = &asked[0].messages[1].content;
     assert!(
         prompt.contains("T1 [2023-05-08 13:56] Caroline: Hey Mel!"),
@@ -201,7 +156,7 @@ fn a_card_citing_a_turn_outside_the_segment_is_repaired_once() {
     .unwrap();
     assert_eq!(out.calls, 2);
     assert_eq!(out.cards[0].source_turns, vec![turns[1].id.clone()]);
-    let asked = model.asked.lock().unwrap();
+    let asked = model.asked();
     let repair = &asked[1].messages.last().unwrap().content;
     // Caught by the schema (the labels are enumerated) or, for a server that does not enforce
     // it, by the check; either way the model is told which label is wrong.
@@ -245,7 +200,7 @@ fn turns_that_do_not_match_the_segment_are_refused_before_any_call() {
         &EncodeConfig::default(),
     );
     assert!(matches!(err, Err(LlmError::Config(_))));
-    assert!(model.asked.lock().unwrap().is_empty());
+    assert!(model.asked().is_empty());
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! Cards: typed, self-contained memories an LLM writes from one closed segment, each linked to the
 //! turns it came from. The LLM stage produces them; this crate only defines their shape.
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::{Scope, SegmentId, TurnId};
@@ -47,4 +47,35 @@ pub struct Card {
     /// The segment (event frame) the card came from.
     pub segment: SegmentId,
     pub supersedes: Vec<CardId>,
+}
+
+/// A calendar date as a model writes it (`YYYY`, `YYYY-MM` or `YYYY-MM-DD`), as the first instant
+/// it names (UTC); `None` for anything else.
+pub fn parse_calendar_date(s: &str) -> Option<DateTime<Utc>> {
+    let mut parts = s.trim().split('-');
+    let year: i32 = parts.next()?.parse().ok()?;
+    let month: u32 = parts.next().map_or(Some(1), |m| m.parse().ok())?;
+    let day: u32 = parts.next().map_or(Some(1), |d| d.parse().ok())?;
+    if parts.next().is_some() {
+        return None;
+    }
+    NaiveDate::from_ymd_opt(year, month, day)
+        .and_then(|d| d.and_hms_opt(0, 0, 0))
+        .map(|t| t.and_utc())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_of_each_granularity_parse_and_nonsense_does_not() {
+        let at = |s| parse_calendar_date(s).map(|t| t.to_rfc3339());
+        assert_eq!(at("2023-05-08").unwrap(), "2023-05-08T00:00:00+00:00");
+        assert_eq!(at("2023-05").unwrap(), "2023-05-01T00:00:00+00:00");
+        assert_eq!(at("2023").unwrap(), "2023-01-01T00:00:00+00:00");
+        for bad in ["2023-13", "2023-02-30", "yesterday", "2023-05-08-01", ""] {
+            assert!(parse_calendar_date(bad).is_none(), "{bad}");
+        }
+    }
 }

@@ -12,7 +12,7 @@ mod segment;
 pub mod tokens;
 mod turn;
 
-pub use card::{Card, CardId, CardKind, CardTime};
+pub use card::{Card, CardId, CardKind, CardTime, parse_calendar_date};
 pub use error::InvalidInput;
 pub use ids::{content_hash, short_hash};
 pub use scope::{Scope, ScopeFilter};

@@ -8,10 +8,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use aril_cards::{EncodeConfig, EncoderState, RecentCard, encode_segment};
 use aril_core::ScopeFilter;
+use aril_embed::embed_chunked;
 use aril_llm::{ChatModel, LlmError};
-use aril_store::CardBatch;
+use aril_store::{CardBatch, CardVectors, StoredChunk};
 use serde::Serialize;
 
+use crate::metered::{CallCost, Metered};
 use crate::{Engine, EngineError, Progress};
 
 /// Cards of the scope the encoder is shown as "recent" (cut further to its token budget).
@@ -43,7 +45,8 @@ pub struct ConsolidateReport {
     pub segments_done: usize,
     pub segments_failed: usize,
     pub cards_added: usize,
-    pub llm_calls: u32,
+    /// The model calls this run made, with their tokens (also stored for `aril stats`).
+    pub cost: CallCost,
     /// The reasons of this run's failures, one per failed segment.
     pub failures: Vec<String>,
     pub interrupted: bool,
@@ -51,7 +54,7 @@ pub struct ConsolidateReport {
 
 impl Engine {
     /// Encodes queued segments into cards, oldest first, one model call each (two after a
-    /// repair). Checks `cancel` between segments.
+    /// repair), and stores the cards with their vectors. Checks `cancel` between segments.
     pub fn consolidate(
         &mut self,
         model: &dyn ChatModel,
@@ -62,6 +65,7 @@ impl Engine {
         let queue = self
             .store
             .queued_segments(options.limit, options.retry_failed)?;
+        let model = Metered::new(model);
         let mut report = ConsolidateReport::default();
         progress(Progress {
             done: 0,
@@ -96,11 +100,14 @@ impl Engine {
                     text: c.text.clone(),
                 })
                 .collect();
-            match encode_segment(model, &segment, &turns, &state, &recent, &options.encode) {
+            let encoded =
+                encode_segment(&model, &segment, &turns, &state, &recent, &options.encode);
+            report.cost.add(self.store_calls(&model)?);
+            match encoded {
                 Ok(encoded) => {
-                    report.llm_calls += encoded.calls;
                     report.cards_added += encoded.cards.len();
                     report.segments_done += 1;
+                    let vectors = self.card_vectors(&encoded.cards)?;
                     self.store.commit_cards(CardBatch {
                         segment: segment.id.clone(),
                         cards: encoded.cards,
@@ -109,10 +116,11 @@ impl Engine {
                         state: serde_json::to_value(&encoded.state).map_err(|e| {
                             aril_store::StoreError::Corrupt(format!("encoder state: {e}"))
                         })?,
+                        vectors,
                     })?;
+                    self.drop_card_index(&segment.scope.user_id);
                 }
                 Err(LlmError::InvalidReply { reason }) => {
-                    report.llm_calls += 2;
                     report.segments_failed += 1;
                     tracing::warn!(segment = %segment.id, %reason, "consolidation failed");
                     self.store.mark_failed(&segment.id, &reason)?;
@@ -126,6 +134,36 @@ impl Engine {
             });
         }
         Ok(report)
+    }
+
+    /// The vectors of new cards under the engine's embedder.
+    pub(crate) fn card_vectors(
+        &mut self,
+        cards: &[aril_core::Card],
+    ) -> Result<Vec<CardVectors>, EngineError> {
+        if cards.is_empty() {
+            return Ok(Vec::new());
+        }
+        let embedder = self.embedder()?;
+        let texts: Vec<&str> = cards.iter().map(|c| c.text.as_str()).collect();
+        let embedded = embed_chunked(embedder.as_ref(), &texts)?;
+        Ok(cards
+            .iter()
+            .zip(embedded)
+            .map(|(c, e)| CardVectors {
+                card: c.id.clone(),
+                model: embedder.name().to_string(),
+                chunks: e
+                    .chunks
+                    .into_iter()
+                    .map(|ch| StoredChunk {
+                        start: ch.start as u32,
+                        end: ch.end as u32,
+                        vector: ch.vector,
+                    })
+                    .collect(),
+            })
+            .collect())
     }
 
     /// The cards of a scope in store order; with `current_only`, those no newer card supersedes.

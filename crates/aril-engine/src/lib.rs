@@ -7,6 +7,8 @@
 //! - `store.sqlite` (+ `-wal`, `-shm`): the ground state and the embedding cache;
 //! - `lexical/`: the tantivy BM25 index, derived, rebuildable with [`Engine::reindex`].
 
+mod ask;
+mod card_index;
 mod config;
 mod consolidate;
 mod embedding;
@@ -16,6 +18,7 @@ mod input;
 mod keys;
 mod lock;
 mod memory;
+mod metered;
 mod search;
 
 use std::path::{Path, PathBuf};
@@ -32,8 +35,10 @@ pub use aril_core::{NewTurn, Role, Scope, ScopeFilter, Segment};
 pub use aril_datasets as datasets;
 pub use aril_embed as embed;
 pub use aril_llm as llm;
+pub use aril_plan::{Plan, PlanPath, TimeWindow, Want};
 pub use aril_segment::SegmenterConfig;
 pub use aril_store::{ApiKeyRecord, DeleteReport, StoreError, UnitKind};
+pub use ask::{AskRequest, AskResponse, ContextItem, Recalled};
 pub use config::{Config, RecallConfig, SegmentUse, SegmentVectors};
 pub use consolidate::{ConsolidateOptions, ConsolidateReport};
 pub use error::EngineError;
@@ -41,6 +46,7 @@ pub use ingest::{IngestOptions, IngestReport, Progress};
 pub use input::{TurnDefaults, TurnIn, parse_time};
 pub use keys::{Grant, KeyRing};
 pub use memory::MemoryView;
+pub use metered::CallCost;
 pub use search::{SearchHit, SearchRequest, SearchResponse, SourceRef};
 
 /// Where the lexical index lives inside a data directory.
@@ -56,6 +62,8 @@ pub struct Engine {
     vectors: VectorIndex,
     segmenter: Segmenter,
     embedder: Option<Arc<dyn Embedder>>,
+    /// Per user, built on first recall over cards; dropped when the user's cards change.
+    card_indexes: std::collections::HashMap<String, card_index::CardIndex>,
     _lock: lock::DirLock,
 }
 
@@ -107,6 +115,7 @@ impl Engine {
             lexical,
             vectors: VectorIndex::default(),
             embedder,
+            card_indexes: Default::default(),
             _lock: lock,
         };
         engine.catch_up_indexes()?;
@@ -164,6 +173,7 @@ impl Engine {
                 match u.kind {
                     UnitKind::Turn => next.turn_seq = next.turn_seq.max(u.seq),
                     UnitKind::Segment => next.segment_seq = next.segment_seq.max(u.seq),
+                    UnitKind::Card => {}
                 }
             }
             self.lexical.add(&units, next)?;
@@ -177,6 +187,7 @@ impl Engine {
         self.lexical.clear()?;
         self.catch_up_indexes()?;
         self.vectors = VectorIndex::default();
+        self.card_indexes.clear();
         Ok(self.lexical.len())
     }
 
@@ -229,6 +240,7 @@ impl Engine {
         let report = self.store.delete(filter)?;
         self.lexical.delete(filter)?;
         self.vectors.evict(&filter.user_id);
+        self.drop_card_index(&filter.user_id);
         Ok(report)
     }
 

@@ -187,6 +187,8 @@ impl Engine {
         self.catch_up_lexical()?;
         for t in &turns {
             self.vectors.evict(&t.turn.scope.user_id);
+            // The rebuilt segments' cards went with them.
+            self.drop_card_index(&t.turn.scope.user_id);
         }
         Ok(report)
     }

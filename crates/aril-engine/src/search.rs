@@ -68,11 +68,12 @@ pub struct SearchResponse {
 /// A unit key with its rank in one list (from 1).
 type Ranked = ((UnitKind, String), usize);
 
-struct Candidate {
-    kind: UnitKind,
-    id: String,
-    score: f32,
-    turns: Vec<Turn>,
+/// A fused unit with its current turns.
+pub(crate) struct Candidate {
+    pub kind: UnitKind,
+    pub id: String,
+    pub score: f32,
+    pub turns: Vec<Turn>,
 }
 
 impl Engine {
@@ -86,51 +87,7 @@ impl Engine {
         if k == 0 {
             return Err(aril_core::InvalidInput("k must be at least 1".into()).into());
         }
-        let filter = &request.filter;
-        let embedder = self.embedder()?;
-        if !self.vectors.has_user(&filter.user_id) {
-            let units = self.store.unit_vectors(embedder.name(), &filter.user_id)?;
-            self.vectors.load_user(&filter.user_id, units);
-        }
-        let chunked = embed_chunked(embedder.as_ref(), &[query])?;
-        let mut qv = vec![0.0f32; embedder.dim()];
-        for c in chunked.iter().flat_map(|t| &t.chunks) {
-            qv.iter_mut().zip(&c.vector).for_each(|(a, b)| *a += b);
-        }
-        aril_embed::normalize(&mut qv);
-
-        let r = &self.config.recall;
-        let c = r.candidates;
-        let dense_turns = self.vectors.search(filter, &qv, c, &[UnitKind::Turn]);
-        let dense_segments = self.vectors.search(filter, &qv, c, &[UnitKind::Segment]);
-        let lexical_turns = self.lexical.search(filter, query, c, &[UnitKind::Turn])?;
-        let lexical_segments = self
-            .lexical
-            .search(filter, query, c, &[UnitKind::Segment])?;
-        let ranked = |hits: &[Hit]| -> Vec<Ranked> {
-            hits.iter()
-                .map(|h| (h.kind, h.id.clone()))
-                .zip(1..)
-                .collect()
-        };
-        let (dt, lt) = (ranked(&dense_turns), ranked(&lexical_turns));
-        let (ds, ls) = match r.segments {
-            SegmentUse::Units => (ranked(&dense_segments), ranked(&lexical_segments)),
-            SegmentUse::RankTurns => (
-                self.member_turns(&dense_segments)?,
-                self.member_turns(&lexical_segments)?,
-            ),
-        };
-        let fused = rrf_ranked(
-            &[
-                (&dt, r.w_dense_turns),
-                (&lt, r.w_lexical_turns),
-                (&ds, r.w_dense_segments),
-                (&ls, r.w_lexical_segments),
-            ],
-            r.rrf_k,
-        );
-        let candidates = self.resolve(&fused, &filter.user_id)?;
+        let candidates = self.hybrid_candidates(&request.filter, query)?;
         // Each turn costs its rendered tokens plus the newline that joins it to the next.
         let mut cost: HashMap<TurnId, usize> = HashMap::new();
         let units: Vec<Vec<(TurnId, usize)>> = candidates
@@ -184,6 +141,66 @@ impl Engine {
             results,
             context_tokens: packed.tokens,
         })
+    }
+
+    /// The question embedded as one unit vector (chunk vectors summed, normalised).
+    pub(crate) fn embed_query(&mut self, query: &str) -> Result<Vec<f32>, EngineError> {
+        let embedder = self.embedder()?;
+        let chunked = embed_chunked(embedder.as_ref(), &[query])?;
+        let mut qv = vec![0.0f32; embedder.dim()];
+        for c in chunked.iter().flat_map(|t| &t.chunks) {
+            qv.iter_mut().zip(&c.vector).for_each(|(a, b)| *a += b);
+        }
+        aril_embed::normalize(&mut qv);
+        Ok(qv)
+    }
+
+    /// The four ranked lists of the LLM-free recall, fused and resolved to their current turns,
+    /// best first.
+    pub(crate) fn hybrid_candidates(
+        &mut self,
+        filter: &ScopeFilter,
+        query: &str,
+    ) -> Result<Vec<Candidate>, EngineError> {
+        let embedder = self.embedder()?;
+        if !self.vectors.has_user(&filter.user_id) {
+            let units = self.store.unit_vectors(embedder.name(), &filter.user_id)?;
+            self.vectors.load_user(&filter.user_id, units);
+        }
+        let qv = self.embed_query(query)?;
+
+        let r = &self.config.recall;
+        let c = r.candidates;
+        let dense_turns = self.vectors.search(filter, &qv, c, &[UnitKind::Turn]);
+        let dense_segments = self.vectors.search(filter, &qv, c, &[UnitKind::Segment]);
+        let lexical_turns = self.lexical.search(filter, query, c, &[UnitKind::Turn])?;
+        let lexical_segments = self
+            .lexical
+            .search(filter, query, c, &[UnitKind::Segment])?;
+        let ranked = |hits: &[Hit]| -> Vec<Ranked> {
+            hits.iter()
+                .map(|h| (h.kind, h.id.clone()))
+                .zip(1..)
+                .collect()
+        };
+        let (dt, lt) = (ranked(&dense_turns), ranked(&lexical_turns));
+        let (ds, ls) = match r.segments {
+            SegmentUse::Units => (ranked(&dense_segments), ranked(&lexical_segments)),
+            SegmentUse::RankTurns => (
+                self.member_turns(&dense_segments)?,
+                self.member_turns(&lexical_segments)?,
+            ),
+        };
+        let fused = rrf_ranked(
+            &[
+                (&dt, r.w_dense_turns),
+                (&lt, r.w_lexical_turns),
+                (&ds, r.w_dense_segments),
+                (&ls, r.w_lexical_segments),
+            ],
+            r.rrf_k,
+        );
+        self.resolve(&fused, &filter.user_id)
     }
 
     /// A segment ranking turned into a turn ranking: every member turn takes its segment's rank.
@@ -243,6 +260,8 @@ impl Engine {
                 UnitKind::Segment => segments
                     .get(id)
                     .map(|ids| ids.iter().filter_map(|t| turns.get(t).cloned()).collect()),
+                // Cards are recalled by the planned path (`ask`), not here.
+                UnitKind::Card => None,
             };
             if let Some(members) = members.filter(|m| !m.is_empty()) {
                 out.push(Candidate {

@@ -462,7 +462,7 @@ fn closed_segments_become_cards_with_a_real_model_and_die_with_their_turns() {
         ingested.segments_closed,
         "{report:?}"
     );
-    assert_eq!(report.llm_calls as usize, model.ledger().calls().len());
+    assert_eq!(report.cost.llm_calls as usize, model.ledger().calls().len());
     let stats = engine.stats().unwrap().store;
     assert_eq!(stats.segments_pending, 0);
     assert_eq!(stats.segments_failed as usize, report.segments_failed);
@@ -483,7 +483,7 @@ fn closed_segments_become_cards_with_a_real_model_and_die_with_their_turns() {
     let again = engine
         .consolidate(&model, &options, &mut |_| {}, &AtomicBool::new(false))
         .unwrap();
-    assert_eq!((again.segments_done, again.llm_calls), (0, 0));
+    assert_eq!((again.segments_done, again.cost.llm_calls), (0, 0));
     // Deleting a memory takes the cards of its segment; the rebuilt segment waits for new ones.
     let id = turn_id(&engine, "u", "s1:0");
     engine.delete_memory(&id).unwrap();

@@ -46,6 +46,38 @@ const WRITER_MEMORY: usize = 50_000_000;
 impl LexicalIndex {
     /// Opens the index in `dir`, creating it when absent.
     pub fn open(dir: &Path) -> Result<Self, IndexError> {
+        let open_err = |reason: String| IndexError::Open {
+            path: dir.display().to_string(),
+            reason,
+        };
+        std::fs::create_dir_all(dir).map_err(|e| open_err(e.to_string()))?;
+        let directory =
+            tantivy::directory::MmapDirectory::open(dir).map_err(|e| open_err(e.to_string()))?;
+        let (schema, fields) = Self::schema();
+        Self::with_index(Index::open_or_create(directory, schema)?, fields)
+    }
+
+    /// An index held in memory only, for units derived on demand (a user's cards).
+    pub fn in_memory() -> Result<Self, IndexError> {
+        let (schema, fields) = Self::schema();
+        Self::with_index(Index::create_in_ram(schema), fields)
+    }
+
+    fn with_index(index: Index, fields: Fields) -> Result<Self, IndexError> {
+        let writer = index.writer_with_num_threads(1, WRITER_MEMORY)?;
+        let reader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .try_into()?;
+        Ok(Self {
+            index,
+            reader,
+            writer,
+            fields,
+        })
+    }
+
+    fn schema() -> (Schema, Fields) {
         let mut builder = Schema::builder();
         let text_options = TextOptions::default().set_indexing_options(
             TextFieldIndexing::default()
@@ -60,26 +92,7 @@ impl LexicalIndex {
             run: builder.add_text_field("run", STRING),
             text: builder.add_text_field("text", text_options),
         };
-        let schema = builder.build();
-        let open_err = |reason: String| IndexError::Open {
-            path: dir.display().to_string(),
-            reason,
-        };
-        std::fs::create_dir_all(dir).map_err(|e| open_err(e.to_string()))?;
-        let directory =
-            tantivy::directory::MmapDirectory::open(dir).map_err(|e| open_err(e.to_string()))?;
-        let index = Index::open_or_create(directory, schema)?;
-        let writer = index.writer_with_num_threads(1, WRITER_MEMORY)?;
-        let reader = index
-            .reader_builder()
-            .reload_policy(ReloadPolicy::Manual)
-            .try_into()?;
-        Ok(Self {
-            index,
-            reader,
-            writer,
-            fields,
-        })
+        (builder.build(), fields)
     }
 
     /// What the last commit covered.
@@ -263,6 +276,7 @@ impl LexicalIndex {
             let kind = match text(f.kind)?.as_str() {
                 "turn" => UnitKind::Turn,
                 "segment" => UnitKind::Segment,
+                "card" => UnitKind::Card,
                 other => return Err(IndexError::Corrupt(format!("unknown unit kind {other:?}"))),
             };
             hits.push(Hit {

@@ -40,6 +40,22 @@ impl VectorIndex {
         }
     }
 
+    /// The best cosine between any chunk of unit `a` and any chunk of unit `b` (both held for
+    /// some user); 0 when either is not held.
+    pub fn similarity(&self, a: &str, b: &str) -> f32 {
+        let find = |id: &str| self.by_user.values().flatten().find(|u| u.id == id);
+        let (Some(a), Some(b)) = (find(a), find(b)) else {
+            return 0.0;
+        };
+        let mut best = 0.0f32;
+        for x in &a.chunks {
+            for y in &b.chunks {
+                best = best.max(x.vector.iter().zip(&y.vector).map(|(p, q)| p * q).sum());
+            }
+        }
+        best
+    }
+
     /// Forgets a user (after a deletion); the next search reloads from the store.
     pub fn evict(&mut self, user_id: &str) {
         self.by_user.remove(user_id);

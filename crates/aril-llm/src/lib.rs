@@ -11,6 +11,8 @@ mod client;
 mod config;
 mod error;
 mod local;
+#[cfg(feature = "scripted")]
+mod scripted;
 mod structured;
 mod usage;
 
@@ -18,5 +20,7 @@ pub use client::{ChatModel, ChatReply, ChatRequest, Message, OpenAiClient, Respo
 pub use config::{ClientOptions, Endpoint, Role};
 pub use error::LlmError;
 pub use local::LocalServer;
+#[cfg(feature = "scripted")]
+pub use scripted::Scripted;
 pub use structured::{JsonSpec, Structured, complete_json};
 pub use usage::{CallRecord, Ledger, Purpose, Totals};

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use aril_core::{Card, CardId, CardKind, CardTime, Scope, ScopeFilter, SegmentId, TurnId};
 use rusqlite::{Connection, OptionalExtension, Transaction, params, params_from_iter};
 
-use crate::{CardBatch, CardLookup, StoreError};
+use crate::{CardBatch, CardLookup, CardVectors, StoreError, codec};
 
 fn kind_text(kind: CardKind) -> Result<String, StoreError> {
     match serde_json::to_value(kind) {
@@ -105,6 +105,7 @@ pub(crate) fn commit(tx: &Transaction<'_>, batch: &CardBatch) -> Result<(), Stor
             supersede.execute(params![c.id.0, old.0])?;
         }
     }
+    put_vectors(tx, &batch.vectors)?;
     let state = serde_json::to_string(&batch.state)
         .map_err(|e| StoreError::Corrupt(format!("encoder state: {e}")))?;
     tx.execute(
@@ -332,4 +333,16 @@ pub(crate) fn encoder_state(
         serde_json::from_str(&t).map_err(|e| StoreError::Corrupt(format!("encoder state: {e}")))
     })
     .transpose()
+}
+
+/// Stores card vectors; those of cards that do not exist (any more) are skipped.
+pub(crate) fn put_vectors(tx: &Transaction<'_>, vectors: &[CardVectors]) -> Result<(), StoreError> {
+    let mut row = tx.prepare_cached(
+        "INSERT OR REPLACE INTO card_vectors (card_id, model, chunks) \
+         SELECT ?1, ?2, ?3 WHERE EXISTS (SELECT 1 FROM cards WHERE id = ?1)",
+    )?;
+    for v in vectors {
+        row.execute(params![v.card.0, v.model, codec::encode(&v.chunks)])?;
+    }
+    Ok(())
 }

@@ -5,6 +5,7 @@
 //!
 //! Only this crate knows SQL.
 
+mod accounting;
 mod cards;
 mod codec;
 mod error;
@@ -83,6 +84,44 @@ pub struct CardBatch {
     pub scope: Scope,
     pub conversation: String,
     pub state: serde_json::Value,
+    /// The cards' vectors (any subset; a card without one is embedded when recall needs it).
+    pub vectors: Vec<CardVectors>,
+}
+
+/// A card's chunk vectors under one embedding model. They live and die with the card.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CardVectors {
+    pub card: aril_core::CardId,
+    pub model: String,
+    pub chunks: Vec<StoredChunk>,
+}
+
+/// One language-model call as it was paid for. Purpose and model are plain text: the store knows
+/// no model types. No content and no user is kept.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LlmCall {
+    pub at: DateTime<Utc>,
+    pub purpose: String,
+    pub model: String,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    /// True when the server sent no `usage` and the tokens were counted locally (o200k).
+    pub counted_locally: bool,
+    pub latency_ms: u64,
+    pub attempts: u32,
+}
+
+/// The recorded calls of one purpose and model, summed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct LlmUsage {
+    pub purpose: String,
+    pub model: String,
+    pub calls: u64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    /// Calls whose tokens were counted locally because the server reported none.
+    pub counted_locally: u64,
+    pub latency_ms: u64,
 }
 
 /// A structured-index lookup over cards (no LLM call): by entity, topic, both, a time window, or
@@ -135,6 +174,8 @@ pub struct CommitReport {
 pub enum UnitKind {
     Turn,
     Segment,
+    /// A card; cards are indexed per user in memory, never through [`Store::units_after`].
+    Card,
 }
 
 impl UnitKind {
@@ -142,11 +183,12 @@ impl UnitKind {
         match self {
             UnitKind::Turn => "turn",
             UnitKind::Segment => "segment",
+            UnitKind::Card => "card",
         }
     }
 }
 
-/// A searchable unit (a turn or a segment) with its text and scope, as indexes need it.
+/// A searchable unit (a turn, a segment or a card) with its text and scope, as indexes need it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct UnitText {
     pub kind: UnitKind,
@@ -267,6 +309,19 @@ pub trait Store: Send {
         filter: &ScopeFilter,
         lookup: &CardLookup,
     ) -> Result<Vec<aril_core::CardId>, StoreError>;
+    /// The stored vectors of cards under `model`; cards without any are left out.
+    fn card_vectors(
+        &self,
+        model: &str,
+        ids: &[aril_core::CardId],
+    ) -> Result<HashMap<aril_core::CardId, Vec<StoredChunk>>, StoreError>;
+    /// Stores card vectors (replacing a card's vectors under the same model). Vectors of cards
+    /// that no longer exist are skipped.
+    fn put_card_vectors(&mut self, vectors: &[CardVectors]) -> Result<(), StoreError>;
+    /// Appends language-model calls to the accounting (durably).
+    fn record_llm_calls(&mut self, calls: &[LlmCall]) -> Result<(), StoreError>;
+    /// Every recorded call summed by purpose and model, sorted.
+    fn llm_usage(&self) -> Result<Vec<LlmUsage>, StoreError>;
     /// The encoder state of a conversation, if one was stored.
     fn encoder_state(
         &self,

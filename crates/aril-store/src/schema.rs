@@ -4,11 +4,12 @@
 //!
 //! Version history: 1 = turns, segments, open segments, embeddings, API keys; 2 = `revisions`
 //! (memory versions); 3 = cards with their structured indexes, the consolidation queue and the
-//! encoder's state. Opening an older file upgrades it in place (the new tables start empty, and
-//! its segments are queued for consolidation).
+//! encoder's state; 4 = `card_vectors` (cards' embeddings, gone with their card) and `llm_calls`
+//! (token accounting). Opening an older file upgrades it in place (the new tables start empty, and
+//! before 3 its segments are queued for consolidation).
 
 /// The schema this build reads and writes. A store with a higher version is refused.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 pub(crate) const SCHEMA: &str = r#"
 CREATE TABLE IF NOT EXISTS meta (
@@ -149,6 +150,26 @@ CREATE TABLE IF NOT EXISTS encoder_states (
     conversation TEXT NOT NULL,
     state        TEXT NOT NULL,
     PRIMARY KEY (user_id, agent_id, run_id, conversation)
+);
+-- A card's chunk vectors under one embedding model. Not in `embeddings`: they die with their card
+-- (a deleted segment's cards leave no vector behind).
+CREATE TABLE IF NOT EXISTS card_vectors (
+    card_id TEXT NOT NULL REFERENCES cards (id) ON DELETE CASCADE,
+    model   TEXT NOT NULL,
+    chunks  BLOB NOT NULL,
+    PRIMARY KEY (card_id, model)
+);
+-- Every language-model call as it was paid for. No content and no user: accounting only.
+CREATE TABLE IF NOT EXISTS llm_calls (
+    seq               INTEGER PRIMARY KEY AUTOINCREMENT,
+    at                TEXT NOT NULL,
+    purpose           TEXT NOT NULL,
+    model             TEXT NOT NULL,
+    prompt_tokens     INTEGER NOT NULL,
+    completion_tokens INTEGER NOT NULL,
+    counted_locally   INTEGER NOT NULL,
+    latency_ms        INTEGER NOT NULL,
+    attempts          INTEGER NOT NULL
 );
 CREATE TABLE IF NOT EXISTS api_keys (
     id       TEXT PRIMARY KEY,

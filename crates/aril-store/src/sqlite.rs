@@ -14,8 +14,9 @@ use rusqlite::{Connection, OptionalExtension, Row, Transaction, params, params_f
 
 use crate::schema::{SCHEMA, SCHEMA_VERSION};
 use crate::{
-    ApiKeyRecord, CardBatch, CardLookup, CommitReport, DeleteReport, Embedding, Store, StoreError,
-    StoreStats, TurnDeletion, UnitKind, UnitText, UnitVectors, WriteBatch, cards, codec,
+    ApiKeyRecord, CardBatch, CardLookup, CardVectors, CommitReport, DeleteReport, Embedding,
+    LlmCall, LlmUsage, Store, StoreError, StoreStats, StoredChunk, TurnDeletion, UnitKind,
+    UnitText, UnitVectors, WriteBatch, accounting, cards, codec,
 };
 
 /// SQLite allows 32766 bound parameters; stay well below.
@@ -892,6 +893,44 @@ impl Store for SqliteStore {
         lookup: &CardLookup,
     ) -> Result<Vec<CardId>, StoreError> {
         cards::lookup(&self.conn, filter, lookup)
+    }
+
+    fn card_vectors(
+        &self,
+        model: &str,
+        ids: &[CardId],
+    ) -> Result<HashMap<CardId, Vec<StoredChunk>>, StoreError> {
+        let keys: Vec<String> = ids.iter().map(|c| c.0.clone()).collect();
+        let rows = Self::in_chunks(&keys, |marks, chunk| {
+            let mut stmt = self.conn.prepare(&format!(
+                "SELECT card_id, chunks FROM card_vectors WHERE model = ? AND card_id IN ({marks})"
+            ))?;
+            let args = std::iter::once(model.to_string()).chain(chunk.iter().cloned());
+            let rows = stmt
+                .query_map(params_from_iter(args), |r| {
+                    Ok((r.get::<_, String>(0)?, r.get::<_, Vec<u8>>(1)?))
+                })?
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(rows)
+        })?;
+        rows.into_iter()
+            .map(|(id, blob)| Ok((CardId(id), codec::decode(&blob)?)))
+            .collect()
+    }
+
+    fn put_card_vectors(&mut self, vectors: &[CardVectors]) -> Result<(), StoreError> {
+        let tx = self.conn.transaction()?;
+        cards::put_vectors(&tx, vectors)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn record_llm_calls(&mut self, calls: &[LlmCall]) -> Result<(), StoreError> {
+        accounting::record(&mut self.conn, calls)
+    }
+
+    fn llm_usage(&self) -> Result<Vec<LlmUsage>, StoreError> {
+        accounting::usage(&self.conn)
     }
 
     fn encoder_state(

@@ -358,7 +358,7 @@ fn card_of(
 
 #[test]
 fn closed_segments_queue_for_cards_and_cards_are_found_by_every_structured_index() {
-    use aril_store::{CardBatch, CardLookup};
+    use aril_store::{CardBatch, CardLookup, CardVectors, StoredChunk};
     let dir = tempfile::tempdir().unwrap();
     let mut store = SqliteStore::open(&dir.path().join("s.sqlite")).unwrap();
     let turns = fill(&mut store, "u");
@@ -374,6 +374,15 @@ fn closed_segments_queue_for_cards_and_cards_are_found_by_every_structured_index
         scope: seg.segment.scope.clone(),
         conversation: "c".into(),
         state: serde_json::json!({"aliases": [["Mel", "Melanie"]]}),
+        vectors: vec![CardVectors {
+            card: aril_core::CardId("c_1".into()),
+            model: "m".into(),
+            chunks: vec![StoredChunk {
+                start: 0,
+                end: 4,
+                vector: vec![0.6, 0.8],
+            }],
+        }],
     };
     store
         .commit_cards(batch(vec![
@@ -431,10 +440,33 @@ fn closed_segments_queue_for_cards_and_cards_are_found_by_every_structured_index
             .unwrap(),
         Some(serde_json::json!({"aliases": [["Mel", "Melanie"]]}))
     );
+    let ids = [
+        aril_core::CardId("c_1".into()),
+        aril_core::CardId("c_2".into()),
+    ];
+    let vectors = store.card_vectors("m", &ids).unwrap();
+    assert_eq!(vectors.len(), 1, "only c_1 was given a vector");
+    assert_eq!(vectors[&ids[0]][0].vector, vec![0.6, 0.8]);
+    assert!(store.card_vectors("other-model", &ids).unwrap().is_empty());
+    // A backfill stores vectors of existing cards and skips unknown ones.
+    let late = |card: &str| CardVectors {
+        card: aril_core::CardId(card.into()),
+        model: "m".into(),
+        chunks: vec![StoredChunk {
+            start: 0,
+            end: 1,
+            vector: vec![1.0, 0.0],
+        }],
+    };
+    store
+        .put_card_vectors(&[late("c_2"), late("nope")])
+        .unwrap();
+    assert_eq!(store.card_vectors("m", &ids).unwrap().len(), 2);
     store.check_integrity().unwrap();
-    // Deleting the scope takes the cards, their index rows and the encoder state.
+    // Deleting the scope takes the cards, their vectors, index rows and the encoder state.
     store.delete(&ScopeFilter::user("u")).unwrap();
     assert_eq!(store.stats().unwrap().cards, 0);
+    assert!(store.card_vectors("m", &ids).unwrap().is_empty());
     assert!(
         store
             .encoder_state(&Scope::user("u").unwrap(), "c")
@@ -463,10 +495,51 @@ fn a_failed_segment_waits_for_a_retry_and_a_deleted_one_cannot_take_cards() {
         scope: seg.segment.scope.clone(),
         conversation: "c".into(),
         state: serde_json::json!({}),
+        vectors: vec![],
     });
     assert!(
         late.is_err(),
         "cards of a deleted segment must not be stored"
     );
     assert_eq!(store.stats().unwrap().cards, 0);
+}
+
+#[test]
+fn llm_calls_are_summed_by_purpose_and_model_and_survive_reopen() {
+    use aril_store::LlmCall;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.sqlite");
+    let call = |purpose: &str, prompt, local| LlmCall {
+        at: Utc::now(),
+        purpose: purpose.into(),
+        model: "smol".into(),
+        prompt_tokens: prompt,
+        completion_tokens: 10,
+        counted_locally: local,
+        latency_ms: 5,
+        attempts: 1,
+    };
+    {
+        let mut store = SqliteStore::open(&path).unwrap();
+        store
+            .record_llm_calls(&[call("encode", 100, false), call("encode", 50, true)])
+            .unwrap();
+        store.record_llm_calls(&[call("plan", 7, false)]).unwrap();
+    }
+    let usage = SqliteStore::open(&path).unwrap().llm_usage().unwrap();
+    assert_eq!(usage.len(), 2);
+    assert_eq!(usage[0].purpose, "encode");
+    assert_eq!(
+        (
+            usage[0].calls,
+            usage[0].prompt_tokens,
+            usage[0].completion_tokens
+        ),
+        (2, 150, 20)
+    );
+    assert_eq!(usage[0].counted_locally, 1);
+    assert_eq!(
+        (usage[1].purpose.as_str(), usage[1].prompt_tokens),
+        ("plan", 7)
+    );
 }

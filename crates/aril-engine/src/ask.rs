@@ -1,0 +1,581 @@
+//! The planned read path (seed 000, BRIEF §1.4): one planner call splits the question into paths;
+//! each path ranks cards (dense and BM25 over the user's current cards, the entity / topic /
+//! entity+topic indexes, the date index for its time window) and verbatim turns (the LLM-free
+//! hybrid recall, with turns inside the window credited twice), fused with RRF inside the path.
+//! Paths are fused with RRF, a diversity-preserving selection keeps every path a share and drops
+//! near-duplicate cards, and the chosen units are packed into the token budget: cards with their
+//! dates and source-turn snippets. The context is shown newest first, and the answer prompt tells
+//! the model to prefer the most recent information.
+//!
+//! No cross-encoder runs here: none is available offline, and the output says so
+//! ([`Recalled::reranker`]). Without a planner the question itself is the one path, and the
+//! output says that too ([`Recalled::plan_note`]).
+
+use std::collections::{HashMap, HashSet};
+
+use aril_core::{Card, CardId, CardKind, ScopeFilter, Turn, TurnId, tokens};
+use aril_llm::{ChatModel, ChatRequest, LlmError, Message, Purpose, ResponseFormat};
+use aril_plan::{Plan, PlanConfig, PlanPath, TimeWindow, Want, plan_question};
+use aril_recall::{rrf, rrf_ranked, select_diverse};
+use aril_store::{CardLookup, UnitKind};
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use crate::metered::{CallCost, Metered};
+use crate::{Engine, EngineError};
+
+/// Units fused and chosen by default.
+const DEFAULT_K: usize = 12;
+/// o200k tokens of context by default.
+pub const DEFAULT_BUDGET: usize = 2000;
+/// Candidates each list of a path contributes.
+const PER_LIST: usize = 30;
+/// Cards this similar (best chunk cosine) are near-duplicates; the better-ranked one stays.
+const NEAR_DUPLICATE: f32 = 0.95;
+/// Source-turn snippets shown under a card, and their length in characters.
+const SNIPPETS: usize = 2;
+const SNIPPET_CHARS: usize = 240;
+
+const NO_RERANKER: &str = "none: no cross-encoder endpoint is configured (offline, no registry \
+package carries cross-encoder weights); each path is ranked by RRF of its lists";
+
+/// A question to recall (and answer) for.
+#[derive(Debug, Clone)]
+pub struct AskRequest {
+    pub filter: ScopeFilter,
+    pub question: String,
+    /// When the question is asked: relative dates in it resolve against this (default: now).
+    pub asked_at: Option<DateTime<Utc>>,
+    /// Units to choose at most (default 12).
+    pub k: Option<usize>,
+    /// o200k tokens the context may take (default 2000).
+    pub budget: Option<usize>,
+}
+
+/// One unit of the recalled context.
+#[derive(Debug, Clone, Serialize)]
+pub struct ContextItem {
+    pub rank: usize,
+    /// `card` or `turn`.
+    pub kind: UnitKind,
+    pub id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub card_kind: Option<CardKind>,
+    /// The block shown in the context (a card with its date and source-turn snippets, or a turn).
+    pub text: String,
+    /// When it holds or was said.
+    pub time: Option<DateTime<Utc>>,
+    /// The turns it is, or cites (aril ids).
+    pub turns: Vec<TurnId>,
+    /// The same turns in the source's own ids (LoCoMo `D1:3`) where it had them.
+    pub source_turns: Vec<String>,
+    /// The plan paths (from 1) that found it.
+    pub paths: Vec<usize>,
+    pub score: f32,
+    pub tokens: usize,
+}
+
+/// What the planned recall found.
+#[derive(Debug, Clone, Serialize)]
+pub struct Recalled {
+    pub plan: Plan,
+    /// Set when the plan is the question itself: no planner configured, or its reply unusable.
+    pub plan_note: Option<String>,
+    /// Which cross-encoder reranked the paths, or why none did.
+    pub reranker: String,
+    /// The chosen units, best first.
+    pub items: Vec<ContextItem>,
+    /// The context as the answerer sees it: the items newest first.
+    pub context: String,
+    pub context_tokens: usize,
+    /// The planner's calls.
+    pub cost: CallCost,
+}
+
+/// An answer with the context it was given and what it cost.
+#[derive(Debug, Clone, Serialize)]
+pub struct AskResponse {
+    pub question: String,
+    pub answer: String,
+    pub recalled: Recalled,
+    /// Planner and answerer calls together.
+    pub cost: CallCost,
+}
+
+/// A unit a path can rank.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Unit {
+    Card(CardId),
+    Turn(TurnId),
+}
+
+/// One list of a path: units with their rank (from 1; members of one segment share a rank).
+type RankedList = Vec<(Unit, usize)>;
+
+const ANSWER_INSTRUCTIONS: &str = "You answer questions from a long-term memory of past \
+conversations. Use only the memory below. Entries are dated and listed newest first; where they \
+conflict, prefer the most recent information. Resolve relative dates against each entry's date. \
+If the memory does not contain the answer, say that you do not know. Answer in one or two short \
+sentences.";
+
+impl Engine {
+    /// Plans the question (one call with `planner`, else the question itself is the one path),
+    /// ranks cards and turns per path, fuses, selects with diversity and packs the context.
+    pub fn recall_planned(
+        &mut self,
+        request: &AskRequest,
+        planner: Option<&dyn ChatModel>,
+    ) -> Result<Recalled, EngineError> {
+        let question = request.question.trim();
+        if question.is_empty() {
+            return Err(aril_core::InvalidInput("the question is empty".into()).into());
+        }
+        let k = request.k.unwrap_or(DEFAULT_K);
+        let budget = request.budget.unwrap_or(DEFAULT_BUDGET);
+        if k == 0 || budget == 0 {
+            return Err(aril_core::InvalidInput("k and budget must be at least 1".into()).into());
+        }
+        let asked_at = request.asked_at.unwrap_or_else(Utc::now);
+        let (plan, plan_note, cost) = self.plan(question, asked_at, planner)?;
+        let filter = &request.filter;
+        let mut path_lists: Vec<Vec<Unit>> = Vec::with_capacity(plan.paths.len());
+        for path in &plan.paths {
+            let lists = self.path_lists(filter, path)?;
+            let views: Vec<(&[(Unit, usize)], f32)> =
+                lists.iter().map(|l| (l.as_slice(), 1.0)).collect();
+            let fused = rrf_ranked(&views, self.config.recall.rrf_k);
+            path_lists.push(fused.into_iter().map(|(u, _)| u).collect());
+        }
+        let views: Vec<(&[Unit], f32)> = path_lists.iter().map(|l| (l.as_slice(), 1.0)).collect();
+        let fused = rrf(&views, self.config.recall.rrf_k);
+        let scores: HashMap<Unit, f32> = fused.iter().cloned().collect();
+        let order: Vec<Unit> = fused.into_iter().map(|(u, _)| u).collect();
+        let share = (k / (2 * path_lists.len().max(1))).max(1);
+        let index = self.card_index(&filter.user_id)?;
+        let near = |a: &Unit, b: &Unit| match (a, b) {
+            (Unit::Card(x), Unit::Card(y)) => {
+                let same_text = match (index.cards.get(x), index.cards.get(y)) {
+                    (Some(p), Some(q)) => p.text.trim().eq_ignore_ascii_case(q.text.trim()),
+                    _ => false,
+                };
+                same_text || index.similarity(x, y) >= NEAR_DUPLICATE
+            }
+            _ => false,
+        };
+        // Choose more than k so that turns a chosen card already shows can give way.
+        let chosen = select_diverse(&order, &path_lists, k * 2, share, near);
+        let cards: HashMap<CardId, Card> = chosen
+            .iter()
+            .filter_map(|u| match u {
+                Unit::Card(id) => index.cards.get(id).map(|c| (id.clone(), c.clone())),
+                Unit::Turn(_) => None,
+            })
+            .collect();
+        let found_by = |u: &Unit| -> Vec<usize> {
+            path_lists
+                .iter()
+                .enumerate()
+                .filter(|(_, l)| l.contains(u))
+                .map(|(i, _)| i + 1)
+                .collect()
+        };
+        let mut turn_ids: Vec<TurnId> = Vec::new();
+        for u in &chosen {
+            match u {
+                Unit::Turn(t) => turn_ids.push(t.clone()),
+                Unit::Card(c) => {
+                    if let Some(card) = cards.get(c) {
+                        turn_ids.extend(card.source_turns.iter().cloned());
+                    }
+                }
+            }
+        }
+        let turns: HashMap<TurnId, Turn> = self
+            .store
+            .turns(&turn_ids)?
+            .into_iter()
+            .map(|t| (t.id.clone(), t))
+            .collect();
+        let mut items: Vec<ContextItem> = Vec::new();
+        let mut shown: HashSet<TurnId> = HashSet::new();
+        let mut used = 0usize;
+        for unit in &chosen {
+            if items.len() >= k {
+                break;
+            }
+            let item = match unit {
+                Unit::Card(id) => cards.get(id).map(|c| card_item(c, &turns)),
+                Unit::Turn(id) => {
+                    if shown.contains(id) {
+                        continue; // a chosen card already shows it
+                    }
+                    turns.get(id).map(turn_item)
+                }
+            };
+            let Some(mut item) = item else { continue };
+            item.tokens = tokens::count(&item.text) + 1;
+            if used + item.tokens > budget {
+                continue;
+            }
+            used += item.tokens;
+            shown.extend(item.turns.iter().cloned());
+            item.rank = items.len() + 1;
+            item.paths = found_by(unit);
+            item.score = scores.get(unit).copied().unwrap_or(0.0);
+            items.push(item);
+        }
+        let context = render_context(&items);
+        Ok(Recalled {
+            plan,
+            plan_note,
+            reranker: NO_RERANKER.into(),
+            items,
+            context_tokens: tokens::count(&context),
+            context,
+            cost,
+        })
+    }
+
+    /// Recalls with [`Engine::recall_planned`] and answers from the context with one call.
+    pub fn ask(
+        &mut self,
+        request: &AskRequest,
+        planner: Option<&dyn ChatModel>,
+        answerer: &dyn ChatModel,
+    ) -> Result<AskResponse, EngineError> {
+        let recalled = self.recall_planned(request, planner)?;
+        let asked_at = request.asked_at.unwrap_or_else(Utc::now);
+        let answerer = Metered::new(answerer);
+        let reply = answerer.chat(
+            Purpose::Answer,
+            &ChatRequest {
+                messages: vec![
+                    Message::system(ANSWER_INSTRUCTIONS),
+                    Message::user(format!(
+                        "Today is {}.\n\nMemory:\n{}\n\nQuestion: {}",
+                        asked_at.format("%Y-%m-%d"),
+                        if recalled.context.is_empty() {
+                            "(nothing found)"
+                        } else {
+                            &recalled.context
+                        },
+                        request.question.trim()
+                    )),
+                ],
+                max_tokens: 256,
+                temperature: 0.0,
+                format: ResponseFormat::Text,
+            },
+        );
+        let mut cost = recalled.cost;
+        cost.add(self.store_calls(&answerer)?);
+        let answer = reply?.content.trim().to_string();
+        if answer.is_empty() {
+            return Err(LlmError::InvalidReply {
+                reason: "the answer was empty".into(),
+            }
+            .into());
+        }
+        Ok(AskResponse {
+            question: request.question.trim().to_string(),
+            answer,
+            recalled,
+            cost,
+        })
+    }
+
+    /// The plan, why it is the offline one if it is, and what planning cost.
+    fn plan(
+        &mut self,
+        question: &str,
+        asked_at: DateTime<Utc>,
+        planner: Option<&dyn ChatModel>,
+    ) -> Result<(Plan, Option<String>, CallCost), EngineError> {
+        let Some(planner) = planner else {
+            return Ok((
+                Plan::single(question),
+                Some("no planner model is configured: the question was searched as asked".into()),
+                CallCost::default(),
+            ));
+        };
+        let metered = Metered::new(planner);
+        let planned = plan_question(&metered, question, asked_at, &PlanConfig::default());
+        let cost = self.store_calls(&metered)?;
+        match planned {
+            Ok(p) => Ok((p.plan, None, cost)),
+            Err(LlmError::InvalidReply { reason }) => {
+                tracing::warn!(%reason, "the planner's reply is unusable; searching the question as asked");
+                Ok((
+                    Plan::single(question),
+                    Some(format!(
+                        "the planner's reply was unusable ({reason}): the question was searched \
+                         as asked"
+                    )),
+                    cost,
+                ))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The ranked lists of one path.
+    fn path_lists(
+        &mut self,
+        filter: &ScopeFilter,
+        path: &PlanPath,
+    ) -> Result<Vec<RankedList>, EngineError> {
+        let mut lists: Vec<RankedList> = Vec::new();
+        if path.wants.contains(&Want::Turns) {
+            let candidates = self.hybrid_candidates(filter, &path.query)?;
+            let mut turns: RankedList = Vec::new();
+            for (rank, c) in candidates.iter().take(PER_LIST).enumerate() {
+                for t in &c.turns {
+                    turns.push((Unit::Turn(t.id.clone()), rank + 1));
+                }
+            }
+            if let Some(w) = path.window {
+                let times: HashMap<&TurnId, Option<DateTime<Utc>>> = candidates
+                    .iter()
+                    .flat_map(|c| &c.turns)
+                    .map(|t| (&t.id, t.turn.event_time))
+                    .collect();
+                let inside: RankedList = turns
+                    .iter()
+                    .filter(|(u, _)| match u {
+                        Unit::Turn(id) => times
+                            .get(id)
+                            .copied()
+                            .flatten()
+                            .is_some_and(|t| within(&w, t)),
+                        Unit::Card(_) => false,
+                    })
+                    .cloned()
+                    .collect();
+                lists.push(renumbered(inside));
+            }
+            lists.push(turns);
+        }
+        if path.wants.contains(&Want::Cards) {
+            let structured = self.structured_lookups(filter, path)?;
+            let during = match path.window {
+                Some(w) => self.store.lookup_cards(
+                    filter,
+                    &CardLookup::During(
+                        w.from.unwrap_or(DateTime::<Utc>::MIN_UTC),
+                        w.to.unwrap_or(DateTime::<Utc>::MAX_UTC),
+                    ),
+                )?,
+                None => Vec::new(),
+            };
+            let mut lexical_query = path.query.clone();
+            for extra in path.entities.iter().chain(&path.topics) {
+                lexical_query.push(' ');
+                lexical_query.push_str(extra);
+            }
+            let qv = self.embed_query(&path.query)?;
+            let index = self.card_index(&filter.user_id)?;
+            let current = |id: &CardId| index.cards.contains_key(id);
+            let as_list = |ids: Vec<CardId>| -> RankedList {
+                ids.into_iter()
+                    .filter(|id| current(id))
+                    .take(PER_LIST)
+                    .zip(1..)
+                    .map(|(id, r)| (Unit::Card(id), r))
+                    .collect()
+            };
+            let hits = |hits: Vec<aril_index::Hit>| -> Vec<CardId> {
+                hits.into_iter().map(|h| CardId(h.id)).collect()
+            };
+            lists.push(as_list(hits(index.dense(filter, &qv, PER_LIST))));
+            lists.push(as_list(hits(index.lexical(
+                filter,
+                &lexical_query,
+                PER_LIST,
+            )?)));
+            lists.push(as_list(structured));
+            // Newest first: the store lists in store order.
+            lists.push(as_list(during.into_iter().rev().collect()));
+        }
+        lists.retain(|l| !l.is_empty());
+        Ok(lists)
+    }
+
+    /// Cards the entity, topic and entity+topic indexes find for a path, the ones more lookups
+    /// agree on first, then the newest.
+    fn structured_lookups(
+        &self,
+        filter: &ScopeFilter,
+        path: &PlanPath,
+    ) -> Result<Vec<CardId>, EngineError> {
+        let mut lookups: Vec<CardLookup> = Vec::new();
+        lookups.extend(path.entities.iter().map(|e| CardLookup::Entity(e.clone())));
+        lookups.extend(path.topics.iter().map(|t| CardLookup::Topic(t.clone())));
+        for e in &path.entities {
+            for t in &path.topics {
+                lookups.push(CardLookup::EntityTopic(e.clone(), t.clone()));
+            }
+        }
+        // (hits, newest position) per card.
+        let mut found: HashMap<CardId, (usize, usize)> = HashMap::new();
+        for lookup in &lookups {
+            for (pos, id) in self
+                .store
+                .lookup_cards(filter, lookup)?
+                .into_iter()
+                .enumerate()
+            {
+                let e = found.entry(id).or_insert((0, 0));
+                e.0 += 1;
+                e.1 = e.1.max(pos);
+            }
+        }
+        let mut ranked: Vec<(CardId, (usize, usize))> = found.into_iter().collect();
+        ranked.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        Ok(ranked.into_iter().map(|(id, _)| id).collect())
+    }
+}
+
+fn within(w: &TimeWindow, t: DateTime<Utc>) -> bool {
+    w.from.is_none_or(|f| t >= f) && w.to.is_none_or(|e| t < e)
+}
+
+/// Ranks from 1 again, keeping shared ranks shared.
+fn renumbered(list: RankedList) -> RankedList {
+    let mut out = Vec::with_capacity(list.len());
+    let (mut last, mut rank) = (0usize, 0usize);
+    for (u, r) in list {
+        if r != last {
+            rank += 1;
+            last = r;
+        }
+        out.push((u, rank));
+    }
+    out
+}
+
+fn day(t: DateTime<Utc>) -> String {
+    t.format("%Y-%m-%d").to_string()
+}
+
+fn cut(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None => text.to_string(),
+    }
+}
+
+fn source_ids(turns: &[&Turn]) -> Vec<String> {
+    turns
+        .iter()
+        .map(|t| t.turn.source_id.clone().unwrap_or_else(|| t.id.0.clone()))
+        .collect()
+}
+
+fn card_item(card: &Card, turns: &HashMap<TurnId, Turn>) -> ContextItem {
+    let sources: Vec<&Turn> = card
+        .source_turns
+        .iter()
+        .filter_map(|t| turns.get(t))
+        .collect();
+    let said = sources.iter().filter_map(|t| t.turn.event_time).min();
+    let time = card.time.as_ref().and_then(|t| t.start).or(said);
+    let mut text = match time {
+        Some(t) => format!("[{}] {}", day(t), card.text),
+        None => card.text.clone(),
+    };
+    for t in sources.iter().take(SNIPPETS) {
+        let when = t
+            .turn
+            .event_time
+            .map(|at| format!(" ({})", day(at)))
+            .unwrap_or_default();
+        text.push_str(&format!(
+            "\n  said{when}: {}",
+            cut(&t.rendered(), SNIPPET_CHARS)
+        ));
+    }
+    ContextItem {
+        rank: 0,
+        kind: UnitKind::Card,
+        id: card.id.0.clone(),
+        card_kind: Some(card.kind),
+        text,
+        time,
+        turns: card.source_turns.clone(),
+        source_turns: source_ids(&sources),
+        paths: Vec::new(),
+        score: 0.0,
+        tokens: 0,
+    }
+}
+
+fn turn_item(turn: &Turn) -> ContextItem {
+    let text = match turn.turn.event_time {
+        Some(t) => format!("[{}] {}", day(t), turn.rendered()),
+        None => turn.rendered(),
+    };
+    ContextItem {
+        rank: 0,
+        kind: UnitKind::Turn,
+        id: turn.id.0.clone(),
+        card_kind: None,
+        text,
+        time: turn.turn.event_time,
+        turns: vec![turn.id.clone()],
+        source_turns: source_ids(&[turn]),
+        paths: Vec::new(),
+        score: 0.0,
+        tokens: 0,
+    }
+}
+
+/// The items newest first (undated ones last, in rank order), one block each.
+fn render_context(items: &[ContextItem]) -> String {
+    let mut ordered: Vec<&ContextItem> = items.iter().collect();
+    ordered.sort_by(|a, b| match (a.time, b.time) {
+        (Some(x), Some(y)) => y.cmp(&x).then(a.rank.cmp(&b.rank)),
+        (Some(_), None) => std::cmp::Ordering::Less,
+        (None, Some(_)) => std::cmp::Ordering::Greater,
+        (None, None) => a.rank.cmp(&b.rank),
+    });
+    ordered
+        .iter()
+        .map(|i| i.text.as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renumbering_keeps_shared_ranks_and_closes_gaps() {
+        let t = |s: &str| Unit::Turn(TurnId(s.into()));
+        let list = vec![(t("a"), 2), (t("b"), 2), (t("c"), 5), (t("d"), 9)];
+        let ranks: Vec<usize> = renumbered(list).into_iter().map(|(_, r)| r).collect();
+        assert_eq!(ranks, vec![1, 1, 2, 3]);
+    }
+
+    #[test]
+    fn a_window_includes_its_start_and_excludes_its_end() {
+        let at = |d| chrono::TimeZone::with_ymd_and_hms(&Utc, 2023, 5, d, 0, 0, 0).unwrap();
+        let w = TimeWindow {
+            from: Some(at(8)),
+            to: Some(at(15)),
+        };
+        assert!(within(&w, at(8)) && within(&w, at(14)));
+        assert!(!within(&w, at(15)) && !within(&w, at(7)));
+        let open = TimeWindow {
+            from: None,
+            to: Some(at(15)),
+        };
+        assert!(within(&open, at(1)));
+    }
+
+    #[test]
+    fn cut_marks_what_it_cuts() {
+        assert_eq!(cut("abcdef", 3), "abc…");
+        assert_eq!(cut("abc", 3), "abc");
+    }
+}

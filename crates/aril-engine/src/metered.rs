@@ -1,0 +1,106 @@
+//! Token accounting at the engine's edge: every model the engine is handed is wrapped in a
+//! [`Metered`] that keeps each call's record, and the engine stores them (`llm_calls`) after the
+//! step that made them, so `aril stats` sums every call whoever made it.
+
+use std::sync::Mutex;
+
+use aril_llm::{CallRecord, ChatModel, ChatReply, ChatRequest, LlmError, Purpose};
+use aril_store::LlmCall;
+use chrono::Utc;
+
+use crate::{Engine, EngineError};
+
+/// A model that records the calls it passes on.
+pub(crate) struct Metered<'a> {
+    inner: &'a dyn ChatModel,
+    records: Mutex<Vec<CallRecord>>,
+}
+
+impl<'a> Metered<'a> {
+    pub(crate) fn new(inner: &'a dyn ChatModel) -> Self {
+        Self {
+            inner,
+            records: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The records kept since the last take.
+    pub(crate) fn take(&self) -> Vec<CallRecord> {
+        self.records
+            .lock()
+            .map(|mut r| std::mem::take(&mut *r))
+            .unwrap_or_default()
+    }
+}
+
+impl ChatModel for Metered<'_> {
+    fn model(&self) -> &str {
+        self.inner.model()
+    }
+
+    fn chat(&self, purpose: Purpose, request: &ChatRequest) -> Result<ChatReply, LlmError> {
+        let reply = self.inner.chat(purpose, request)?;
+        if let Ok(mut records) = self.records.lock() {
+            records.push(reply.record.clone());
+        }
+        Ok(reply)
+    }
+}
+
+/// What a set of calls cost.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct CallCost {
+    pub llm_calls: u64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+impl CallCost {
+    pub fn add(&mut self, other: CallCost) {
+        self.llm_calls += other.llm_calls;
+        self.prompt_tokens += other.prompt_tokens;
+        self.completion_tokens += other.completion_tokens;
+    }
+}
+
+fn purpose_name(p: Purpose) -> String {
+    match serde_json::to_value(p) {
+        Ok(serde_json::Value::String(s)) => s,
+        _ => format!("{p:?}").to_lowercase(),
+    }
+}
+
+impl Engine {
+    /// Stores the calls `model` made since the last take, and returns what they cost.
+    pub(crate) fn store_calls(&mut self, model: &Metered<'_>) -> Result<CallCost, EngineError> {
+        let records = model.take();
+        if records.is_empty() {
+            return Ok(CallCost::default());
+        }
+        let at = Utc::now();
+        let calls: Vec<LlmCall> = records
+            .iter()
+            .map(|r| LlmCall {
+                at,
+                purpose: purpose_name(r.purpose),
+                model: r.model.clone(),
+                prompt_tokens: r.prompt_tokens,
+                completion_tokens: r.completion_tokens,
+                counted_locally: r.counted_locally,
+                latency_ms: r.latency_ms,
+                attempts: r.attempts,
+            })
+            .collect();
+        self.store.record_llm_calls(&calls)?;
+        Ok(CallCost {
+            llm_calls: records.len() as u64,
+            prompt_tokens: records.iter().map(|r| r.prompt_tokens).sum(),
+            completion_tokens: records.iter().map(|r| r.completion_tokens).sum(),
+        })
+    }
+
+    /// Every model call recorded in this data directory, summed by purpose and model.
+    pub fn llm_usage(&self) -> Result<Vec<aril_store::LlmUsage>, EngineError> {
+        Ok(self.store.llm_usage()?)
+    }
+}

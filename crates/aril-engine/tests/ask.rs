@@ -1,0 +1,299 @@
+//! The planned read path end to end on a real embedder, SQLite and tantivy, with scripted encoder,
+//! planner and answerer replies at the model seam (their content is what is being steered here);
+//! `engine.rs` runs the same path with the real local model.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, OnceLock};
+
+use aril_embed::{Embedder, MiniLm, default_model_dir};
+use aril_engine::llm::{LlmError, Scripted};
+use aril_engine::{
+    AskRequest, Config, ConsolidateOptions, Engine, EngineError, IngestOptions, NewTurn, Role,
+    Scope, ScopeFilter, UnitKind,
+};
+use chrono::{TimeZone, Utc};
+use serde_json::json;
+
+fn embedder() -> Arc<dyn Embedder> {
+    static MODEL: OnceLock<Arc<dyn Embedder>> = OnceLock::new();
+    MODEL
+        .get_or_init(|| {
+            Arc::new(MiniLm::load(&default_model_dir()).unwrap_or_else(|e| panic!("{e}")))
+        })
+        .clone()
+}
+
+const LINES: [(&str, &str); 8] = [
+    ("s1", "I adopted a beagle called Pimenta from the shelter."),
+    (
+        "s1",
+        "Beagles love long walks; Pimenta will enjoy the park.",
+    ),
+    ("s1", "She howls when I leave the flat."),
+    ("s1", "Try short departures and a puzzle feeder."),
+    ("s2", "I signed up for the Lisbon marathon in October."),
+    (
+        "s2",
+        "Build your weekly distance slowly, about ten percent a week.",
+    ),
+    ("s2", "My knee hurts after long runs."),
+    (
+        "s2",
+        "Outer knee pain is often the iliotibial band; rest and strengthen your hips.",
+    ),
+];
+
+fn turns(user: &str) -> Vec<NewTurn> {
+    LINES
+        .iter()
+        .enumerate()
+        .map(|(n, (session, text))| NewTurn {
+            scope: Scope::user(user).unwrap(),
+            conversation: "c1".into(),
+            session: Some(session.to_string()),
+            role: if n % 2 == 0 {
+                Role::User
+            } else {
+                Role::Assistant
+            },
+            speaker: None,
+            text: text.to_string(),
+            // Session 2 is a week after session 1.
+            event_time: Some(
+                Utc.with_ymd_and_hms(2024, 3, if n < 4 { 1 } else { 8 }, 10, n as u32, 0)
+                    .unwrap(),
+            ),
+            source_id: Some(format!("{session}:{n}")),
+        })
+        .collect()
+}
+
+/// An engine with the conversation ingested and every segment written into one card that cites
+/// the segment's first turn.
+fn engine_with_cards(dir: &std::path::Path) -> (Engine, usize) {
+    let mut engine = Engine::open_with_embedder(dir, Config::default(), embedder()).unwrap();
+    engine
+        .ingest(
+            turns("u"),
+            &IngestOptions { flush: true },
+            &mut |_| {},
+            &AtomicBool::new(false),
+        )
+        .unwrap();
+    let segments = engine.segments(&ScopeFilter::user("u")).unwrap();
+    let replies = segments
+        .iter()
+        .map(|s| {
+            let first = engine.turns(&s.turns[..1]).unwrap().remove(0);
+            let dog = first.turn.text.contains("beagle");
+            json!({"cards": [{
+                "type": if dog { "fact" } else { "event" },
+                "text": format!("Card: {}", first.turn.text),
+                "entities": if dog { vec!["Pimenta"] } else { vec!["Lisbon marathon"] },
+                "topics": if dog { vec!["pets"] } else { vec!["running"] },
+                "time": {"start": first.turn.event_time.unwrap().format("%Y-%m-%d").to_string(),
+                         "end": null, "granularity": "day"},
+                "source_turns": ["T1"],
+                "supersedes": []
+            }], "state": {"aliases": [], "open_references": []}})
+        })
+        .collect();
+    let encoder = Scripted::new(replies);
+    let report = engine
+        .consolidate(
+            &encoder,
+            &ConsolidateOptions::default(),
+            &mut |_| {},
+            &AtomicBool::new(false),
+        )
+        .unwrap();
+    assert_eq!(report.segments_done, segments.len(), "{report:?}");
+    (engine, segments.len())
+}
+
+fn request(question: &str) -> AskRequest {
+    AskRequest {
+        filter: ScopeFilter::user("u"),
+        question: question.into(),
+        asked_at: Some(Utc.with_ymd_and_hms(2024, 3, 10, 12, 0, 0).unwrap()),
+        k: Some(6),
+        budget: Some(400),
+    }
+}
+
+fn two_paths() -> Scripted {
+    Scripted::new(vec![json!({"paths": [
+        {"goal": "the dog", "query": "beagle howls", "entities": ["Pimenta"], "topics": [],
+         "from": null, "to": null, "units": ["cards", "turns"]},
+        {"goal": "the race", "query": "knee pain marathon", "entities": [], "topics": ["running"],
+         "from": "2024-03-08", "to": "2024-03-08", "units": ["cards", "turns"]}
+    ]})])
+}
+
+#[test]
+fn planned_paths_find_cards_with_their_source_turns_and_each_path_keeps_a_share() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut engine, segments) = engine_with_cards(dir.path());
+    let planner = two_paths();
+    let r = engine
+        .recall_planned(
+            &request("How is the dog, and how is the training going?"),
+            Some(&planner),
+        )
+        .unwrap();
+    assert_eq!(r.plan.paths.len(), 2);
+    assert!(r.plan_note.is_none());
+    assert!(
+        r.reranker.starts_with("none"),
+        "the missing cross-encoder is said: {}",
+        r.reranker
+    );
+    let dog_card = r
+        .items
+        .iter()
+        .find(|i| i.kind == UnitKind::Card && i.text.contains("Pimenta"))
+        .expect("the dog's card is recalled");
+    assert_eq!(dog_card.source_turns, vec!["s1:0".to_string()]);
+    assert!(
+        dog_card.text.contains("said (2024-03-01): User: I adopted"),
+        "{}",
+        dog_card.text
+    );
+    assert!(dog_card.paths.contains(&1));
+    assert!(
+        r.items.iter().any(|i| i.paths.contains(&2)),
+        "path 2 keeps a share"
+    );
+    // A turn a chosen card shows is not shown again.
+    let card_turns: Vec<_> = r
+        .items
+        .iter()
+        .filter(|i| i.kind == UnitKind::Card)
+        .flat_map(|i| i.turns.clone())
+        .collect();
+    assert!(
+        r.items
+            .iter()
+            .filter(|i| i.kind == UnitKind::Turn)
+            .all(|i| !card_turns.contains(&i.turns[0]))
+    );
+    assert!(r.items.len() <= 6);
+    assert!(r.items.iter().map(|i| i.tokens).sum::<usize>() <= 400);
+    assert_eq!(
+        r.items.iter().map(|i| i.rank).collect::<Vec<_>>(),
+        (1..=r.items.len()).collect::<Vec<_>>()
+    );
+    // The context lists dated items newest first.
+    let positions: Vec<(usize, chrono::DateTime<Utc>)> = r
+        .items
+        .iter()
+        .filter_map(|i| Some((r.context.find(&i.text)?, i.time?)))
+        .collect();
+    let mut by_position = positions.clone();
+    by_position.sort();
+    assert!(
+        by_position.windows(2).all(|w| w[0].1 >= w[1].1),
+        "{}",
+        r.context
+    );
+    // Every call is accounted: one per segment to encode, one to plan.
+    let usage = engine.llm_usage().unwrap();
+    let calls = |p: &str| {
+        usage
+            .iter()
+            .filter(|u| u.purpose == p)
+            .map(|u| u.calls)
+            .sum::<u64>()
+    };
+    assert_eq!((calls("encode"), calls("plan")), (segments as u64, 1));
+    assert_eq!(r.cost.llm_calls, 1);
+}
+
+#[test]
+fn an_unusable_plan_or_no_planner_searches_the_question_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut engine, _) = engine_with_cards(dir.path());
+    let nonsense = Scripted::from_texts(vec!["I think".into(), "{\"paths\": 3}".into()]);
+    let r = engine
+        .recall_planned(&request("Where did I adopt the beagle?"), Some(&nonsense))
+        .unwrap();
+    let note = r.plan_note.unwrap();
+    assert!(note.contains("unusable"), "{note}");
+    assert_eq!(r.cost.llm_calls, 2, "the call and its repair");
+    assert!(r.items.iter().any(|i| i.text.contains("shelter")));
+    let r = engine
+        .recall_planned(&request("Where did I adopt the beagle?"), None)
+        .unwrap();
+    assert!(r.plan_note.unwrap().contains("no planner"));
+    assert_eq!(r.items[0].source_turns, vec!["s1:0".to_string()]);
+}
+
+#[test]
+fn ask_answers_from_the_context_and_an_empty_answer_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut engine, _) = engine_with_cards(dir.path());
+    let answerer = Scripted::from_texts(vec!["Pimenta, a beagle.".into(), "  ".into()]);
+    let planner = two_paths();
+    let a = engine
+        .ask(
+            &request("What is my dog called?"),
+            Some(&planner),
+            &answerer,
+        )
+        .unwrap();
+    assert_eq!(a.answer, "Pimenta, a beagle.");
+    assert_eq!(a.cost.llm_calls, 2, "one plan, one answer");
+    let asked = answerer.asked();
+    let prompt = &asked[0].messages;
+    assert!(prompt[0].content.contains("prefer the most recent"));
+    assert!(prompt[1].content.contains("Today is 2024-03-10"));
+    assert!(prompt[1].content.contains(&a.recalled.context));
+    let empty = engine.ask(&request("What is my dog called?"), None, &answerer);
+    assert!(matches!(
+        empty,
+        Err(EngineError::Llm(LlmError::InvalidReply { .. }))
+    ));
+    let usage = engine.llm_usage().unwrap();
+    assert_eq!(
+        usage
+            .iter()
+            .filter(|u| u.purpose == "answer")
+            .map(|u| u.calls)
+            .sum::<u64>(),
+        2,
+        "the empty answer was paid for too"
+    );
+    assert!(matches!(
+        engine.ask(&request("  "), None, &answerer),
+        Err(EngineError::InvalidInput(_))
+    ));
+}
+
+#[test]
+fn deleted_cards_are_never_recalled() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut engine, _) = engine_with_cards(dir.path());
+    let before = engine.recall_planned(&request("beagle"), None).unwrap();
+    assert!(before.items.iter().any(|i| i.kind == UnitKind::Card));
+    let first = before
+        .items
+        .iter()
+        .find(|i| i.kind == UnitKind::Card)
+        .unwrap()
+        .turns[0]
+        .clone();
+    engine.delete_memory(&first).unwrap();
+    let after = engine.recall_planned(&request("beagle"), None).unwrap();
+    assert!(
+        after.items.iter().all(|i| !i.turns.contains(&first)),
+        "{:?}",
+        after.items
+    );
+    assert!(
+        after
+            .items
+            .iter()
+            .all(|i| i.kind != UnitKind::Card || !i.text.contains("Card: I adopted")),
+        "the rebuilt segment's card went with it"
+    );
+}

@@ -1,0 +1,200 @@
+//! One question to a plan: the prompt, one call through `complete_json` (one repair round inside),
+//! the checks the schema cannot make (real dates, a window that does not end before it starts, a
+//! non-empty search text), and the typed plan.
+
+use aril_core::parse_calendar_date;
+use aril_llm::{ChatModel, JsonSpec, LlmError, Message, Purpose, complete_json};
+use chrono::{DateTime, TimeDelta, Utc};
+use serde::Serialize;
+
+use crate::schema::{PathOut, Reply, reply_schema};
+
+/// The unit kinds a path searches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Want {
+    Cards,
+    Turns,
+}
+
+/// An absolute time window, `[from, to)`; an open side is unbounded.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct TimeWindow {
+    pub from: Option<DateTime<Utc>>,
+    pub to: Option<DateTime<Utc>>,
+}
+
+/// One retrieval path.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PlanPath {
+    /// What this path looks for, in a few words.
+    pub goal: String,
+    /// The text searched (dense and BM25).
+    pub query: String,
+    pub entities: Vec<String>,
+    pub topics: Vec<String>,
+    pub window: Option<TimeWindow>,
+    pub wants: Vec<Want>,
+}
+
+/// A question's retrieval paths.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Plan {
+    pub paths: Vec<PlanPath>,
+}
+
+impl Plan {
+    /// The plan without a planner: the question itself over cards and turns, no window.
+    pub fn single(question: &str) -> Self {
+        Self {
+            paths: vec![PlanPath {
+                goal: "the question as asked".into(),
+                query: question.trim().to_string(),
+                entities: Vec::new(),
+                topics: Vec::new(),
+                window: None,
+                wants: vec![Want::Cards, Want::Turns],
+            }],
+        }
+    }
+}
+
+/// Bounds of one planning call.
+#[derive(Debug, Clone)]
+pub struct PlanConfig {
+    pub max_paths: usize,
+    pub max_tokens: u32,
+}
+
+impl Default for PlanConfig {
+    fn default() -> Self {
+        Self {
+            max_paths: 4,
+            max_tokens: 600,
+        }
+    }
+}
+
+/// A plan and the calls it took (1, or 2 after a repair).
+#[derive(Debug, Clone)]
+pub struct Planned {
+    pub plan: Plan,
+    pub calls: u32,
+}
+
+const INSTRUCTIONS: &str = "You plan retrieval from a long-term memory of conversations. Split the \
+question into 1 to 4 search paths, one per thing that must be found (a comparison or a question \
+about two events needs two paths). For each path give: goal (what it finds), query (a short search \
+text with the key words), entities (names of people, places, things), topics (short subjects), \
+from and to (YYYY-MM-DD, inclusive; only when the question names or implies a time: resolve \
+\"last week\", \"in May\", \"two years ago\" against today's date; otherwise null), and units: \
+\"cards\" for extracted facts, \"turns\" for the exact words said (use both when unsure). Reply with \
+JSON only.";
+
+fn messages(question: &str, asked_at: DateTime<Utc>) -> Vec<Message> {
+    vec![
+        Message::system(INSTRUCTIONS),
+        Message::user(format!(
+            "Today is {} ({}).\nQuestion: {}",
+            asked_at.format("%Y-%m-%d"),
+            asked_at.format("%A"),
+            question.trim()
+        )),
+    ]
+}
+
+/// A day's bounds: `from` is its first instant, `to` (inclusive in the reply) the next day's.
+fn window(p: &PathOut) -> Result<Option<TimeWindow>, String> {
+    let day = |s: &Option<String>, what: &str| -> Result<Option<DateTime<Utc>>, String> {
+        match s {
+            None => Ok(None),
+            Some(s) => parse_calendar_date(s)
+                .map(Some)
+                .ok_or_else(|| format!("{what} {s:?} is not a real date (YYYY-MM-DD)")),
+        }
+    };
+    let from = day(&p.from, "from")?;
+    let to = day(&p.to, "to")?.map(|t| t + TimeDelta::days(1));
+    if let (Some(f), Some(t)) = (from, to)
+        && t <= f
+    {
+        return Err(format!(
+            "the window ends ({}) before it starts ({})",
+            p.to.as_deref().unwrap_or_default(),
+            p.from.as_deref().unwrap_or_default()
+        ));
+    }
+    Ok((from.is_some() || to.is_some()).then_some(TimeWindow { from, to }))
+}
+
+fn check(reply: &Reply) -> Result<(), String> {
+    if reply.paths.is_empty() {
+        return Err("the plan has no path".into());
+    }
+    for (i, p) in reply.paths.iter().enumerate() {
+        if p.query.trim().is_empty() {
+            return Err(format!("path {} has an empty query", i + 1));
+        }
+        window(p).map_err(|e| format!("path {}: {e}", i + 1))?;
+    }
+    Ok(())
+}
+
+fn wants(units: &[String]) -> Vec<Want> {
+    let mut out = Vec::new();
+    for (name, want) in [("cards", Want::Cards), ("turns", Want::Turns)] {
+        if units.iter().any(|u| u == name) {
+            out.push(want);
+        }
+    }
+    if out.is_empty() {
+        out = vec![Want::Cards, Want::Turns];
+    }
+    out
+}
+
+/// Plans a question asked at `asked_at` with one model call (two after a repair). Fails with
+/// [`LlmError::InvalidReply`] when the reply stays unusable; the caller decides whether to fall
+/// back to [`Plan::single`] (and says so).
+pub fn plan_question(
+    model: &dyn ChatModel,
+    question: &str,
+    asked_at: DateTime<Utc>,
+    config: &PlanConfig,
+) -> Result<Planned, LlmError> {
+    if question.trim().is_empty() {
+        return Err(LlmError::Config("the question is empty".into()));
+    }
+    let schema = reply_schema(config.max_paths.max(1));
+    let reply = complete_json::<Reply>(
+        model,
+        Purpose::Plan,
+        messages(question, asked_at),
+        JsonSpec {
+            name: "retrieval_plan",
+            schema: &schema,
+        },
+        config.max_tokens,
+        check,
+    )?;
+    let paths = reply
+        .value
+        .paths
+        .iter()
+        .map(|p| {
+            Ok(PlanPath {
+                goal: p.goal.trim().to_string(),
+                query: p.query.trim().to_string(),
+                entities: p.entities.iter().map(|e| e.trim().to_string()).collect(),
+                topics: p.topics.iter().map(|t| t.trim().to_string()).collect(),
+                window: window(p)?,
+                wants: wants(&p.units),
+            })
+        })
+        .collect::<Result<Vec<_>, String>>()
+        .map_err(|reason| LlmError::InvalidReply { reason })?;
+    Ok(Planned {
+        plan: Plan { paths },
+        calls: reply.calls,
+    })
+}
