@@ -60,6 +60,31 @@ pub enum Command {
     Keys(KeysCmd),
     /// Write queued segments into memory cards with the encoder LLM (ARIL_LLM_* settings).
     Consolidate(ConsolidateCmd),
+    /// Answer a question from memory: one planner call, multi-path recall over cards and turns,
+    /// one answer call (models from ARIL_LLM_*). --context-only stops before the answer.
+    Ask(AskCmd),
+}
+
+#[derive(Args, Debug)]
+pub struct AskCmd {
+    #[command(flatten)]
+    pub scope: ScopeArgs,
+    /// Units of context at most (default 12).
+    #[arg(long)]
+    pub k: Option<usize>,
+    /// o200k tokens of context at most (default 2000).
+    #[arg(long)]
+    pub budget: Option<usize>,
+    /// When the question is asked (RFC 3339 or YYYY-MM-DD; default now): relative dates in it
+    /// resolve against this.
+    #[arg(long)]
+    pub at: Option<String>,
+    /// Recall and show the context without calling the answerer.
+    #[arg(long)]
+    pub context_only: bool,
+    #[arg(long)]
+    pub json: bool,
+    pub question: String,
 }
 
 #[derive(Args, Debug)]
@@ -70,6 +95,12 @@ pub struct ConsolidateCmd {
     /// Also retry segments whose encoding failed before.
     #[arg(long)]
     pub retry_failed: bool,
+    /// Cards per segment at most (default 12). Small local models fill whatever room they get.
+    #[arg(long)]
+    pub max_cards: Option<usize>,
+    /// Reply tokens per segment at most (default 2048).
+    #[arg(long)]
+    pub max_tokens: Option<u32>,
 }
 
 #[derive(Args, Debug)]

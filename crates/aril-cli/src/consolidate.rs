@@ -2,26 +2,27 @@
 //! `ARIL_LLM_*` environment (`ARIL_LLM_ENCODER_*` first), with a progress bar; Ctrl-C stops after
 //! the segment in flight.
 
-use aril_engine::llm::{ClientOptions, Endpoint, Ledger, OpenAiClient, Purpose, Role};
+use aril_engine::llm::Role;
 use aril_engine::{ConsolidateOptions, Engine};
 
 use crate::args::ConsolidateCmd;
-use crate::progress;
+use crate::{models, progress};
 
 pub fn run(mut engine: Engine, cmd: &ConsolidateCmd) -> anyhow::Result<()> {
-    let Some(endpoint) = Endpoint::from_env(Role::Encoder)? else {
-        anyhow::bail!(
-            "no encoder model configured: set ARIL_LLM_BASE_URL (e.g. http://127.0.0.1:8080/v1) \
-             and ARIL_LLM_MODEL, or ARIL_LLM_ENCODER_BASE_URL and ARIL_LLM_ENCODER_MODEL"
-        );
-    };
-    let ledger = Ledger::default();
-    let model = OpenAiClient::new(endpoint, ClientOptions::default(), ledger.clone())?;
-    let options = ConsolidateOptions {
+    let model = models::required(Role::Encoder)?;
+    let mut options = ConsolidateOptions {
         limit: cmd.limit.unwrap_or(usize::MAX),
         retry_failed: cmd.retry_failed,
         ..Default::default()
     };
+    if let Some(n) = cmd.max_cards {
+        anyhow::ensure!(n > 0, "--max-cards must be at least 1");
+        options.encode.max_cards = n;
+    }
+    if let Some(n) = cmd.max_tokens {
+        anyhow::ensure!(n >= 64, "--max-tokens must be at least 64");
+        options.encode.max_tokens = n;
+    }
     let cancel = progress::cancel_on_ctrl_c();
     let bar = progress::units_bar("consolidate", "segments");
     let report = engine.consolidate(
@@ -31,13 +32,13 @@ pub fn run(mut engine: Engine, cmd: &ConsolidateCmd) -> anyhow::Result<()> {
         &cancel,
     )?;
     bar.finish_and_clear();
-    let used = ledger.totals(Some(Purpose::Encode));
+    let used = report.cost;
     println!(
         "{} segments encoded into {} cards, {} failed; {} LLM calls, {} prompt + {} completion tokens{}",
         report.segments_done,
         report.cards_added,
         report.segments_failed,
-        used.calls,
+        used.llm_calls,
         used.prompt_tokens,
         used.completion_tokens,
         if report.interrupted {

@@ -4,10 +4,12 @@
 mod add;
 mod alloc;
 mod args;
+mod ask;
 mod bench;
 mod consolidate;
 mod demo;
 mod import;
+mod models;
 mod output;
 mod progress;
 mod serve;
@@ -93,5 +95,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Keys(cmd) => serve::keys(open(&cli)?, cmd),
         Command::Mcp => serve::mcp(open(&cli)?),
         Command::Consolidate(cmd) => consolidate::run(open(&cli)?, cmd),
+        Command::Ask(cmd) => ask::run(open(&cli)?, cmd),
     }
 }

@@ -95,5 +95,24 @@ pub fn stats(engine: &Engine, cmd: &StatsCmd) -> anyhow::Result<()> {
         s.segments_pending, s.segments_failed
     );
     println!("store bytes         {}", s.bytes);
+    if stats.llm.is_empty() {
+        println!("LLM calls           none");
+    }
+    for u in &stats.llm {
+        println!(
+            "LLM {:<8}        {} calls to {}: {} prompt + {} completion tokens, {:.1} s{}",
+            u.purpose,
+            u.calls,
+            u.model,
+            u.prompt_tokens,
+            u.completion_tokens,
+            u.latency_ms as f64 / 1000.0,
+            if u.counted_locally > 0 {
+                format!(" ({} counted locally, o200k)", u.counted_locally)
+            } else {
+                String::new()
+            }
+        );
+    }
     Ok(())
 }

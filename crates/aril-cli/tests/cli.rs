@@ -454,3 +454,90 @@ fn writes_acknowledged_by_serve_survive_kill_9() {
     // Reported in the closing note: acknowledged vs recovered (a write may commit unacknowledged).
     eprintln!("acknowledged {} writes, recovered {recovered}", acked.len());
 }
+
+#[test]
+fn consolidate_ask_and_stats_with_the_local_model() {
+    let server = aril_engine::llm::LocalServer::from_cache().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap();
+    let lines = [
+        (
+            "2024-03-01T10:00:00Z",
+            "I adopted a beagle called Pimenta from the shelter.",
+        ),
+        ("2024-03-01T10:01:00Z", "She howls when I leave the flat."),
+        (
+            "2024-03-08T09:00:00Z",
+            "I signed up for the Lisbon marathon in October.",
+        ),
+    ];
+    for (i, (at, text)) in lines.iter().enumerate() {
+        let mut add = aril(dir.path());
+        add.args(["add", "--user", "u", "--at", at, text]);
+        if i + 1 == lines.len() {
+            add.arg("--flush");
+        }
+        ok(&mut add);
+    }
+    let with_model = |cmd: &mut Command| {
+        cmd.env("ARIL_LLM_BASE_URL", &server.endpoint().base_url)
+            .env("ARIL_LLM_MODEL", &server.endpoint().model)
+            .env_remove("ARIL_LLM_API_KEY");
+    };
+    // Without a model the error says what to set, and nothing changes.
+    let mut bare = aril(dir.path());
+    bare.args(["ask", "--user", "u", "What is my dog called?"]);
+    for var in [
+        "ARIL_LLM_BASE_URL",
+        "ARIL_LLM_ANSWERER_BASE_URL",
+        "ARIL_LLM_PLANNER_BASE_URL",
+    ] {
+        bare.env_remove(var);
+    }
+    let err = fails(&mut bare);
+    assert!(err.contains("ARIL_LLM_BASE_URL"), "{err}");
+    let mut consolidate = aril(dir.path());
+    // Small bounds: the tiny model fills whatever room it gets, slowly.
+    consolidate.args(["consolidate", "--max-cards", "1", "--max-tokens", "400"]);
+    with_model(&mut consolidate);
+    let out = ok(&mut consolidate);
+    assert!(out.contains("segments encoded"), "{out}");
+    let mut ask = aril(dir.path());
+    ask.args([
+        "ask",
+        "--user",
+        "u",
+        "--at",
+        "2024-03-10",
+        "--json",
+        "What is my dog called?",
+    ]);
+    with_model(&mut ask);
+    let answer: serde_json::Value = serde_json::from_str(&ok(&mut ask)).unwrap();
+    assert!(!answer["answer"].as_str().unwrap().trim().is_empty());
+    let items = answer["recalled"]["items"].as_array().unwrap();
+    assert!(!items.is_empty(), "{answer}");
+    assert!(
+        answer["recalled"]["reranker"]
+            .as_str()
+            .unwrap()
+            .starts_with("none")
+    );
+    // Plan (one call, or two after a repair) and answer (one call).
+    let calls = answer["cost"]["llm_calls"].as_u64().unwrap();
+    assert!((2..=3).contains(&calls), "{answer}");
+    let s = stats(dir.path());
+    let purposes: Vec<&str> = s["llm"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u["purpose"].as_str().unwrap())
+        .collect();
+    assert_eq!(purposes, ["answer", "encode", "plan"], "{s}");
+    assert!(
+        s["llm"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|u| u["prompt_tokens"].as_u64().unwrap() > 0)
+    );
+}

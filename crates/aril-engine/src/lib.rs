@@ -31,7 +31,7 @@ use aril_store::{SqliteStore, Store, StoreStats};
 use serde::Serialize;
 
 pub use aril_cards::EncodeConfig;
-pub use aril_core::{NewTurn, Role, Scope, ScopeFilter, Segment};
+pub use aril_core::{NewTurn, Role, Scope, ScopeFilter, Segment, parse_calendar_date};
 pub use aril_datasets as datasets;
 pub use aril_embed as embed;
 pub use aril_llm as llm;
@@ -76,6 +76,8 @@ pub struct Stats {
     pub lexical_units: u64,
     /// Turns per closed segment (the paper reports about 5.8 on LoCoMo).
     pub turns_per_segment: f64,
+    /// Every language-model call made on this directory, summed by purpose and model.
+    pub llm: Vec<aril_store::LlmUsage>,
 }
 
 impl Engine {
@@ -203,6 +205,7 @@ impl Engine {
             data_dir: self.dir.display().to_string(),
             lexical_units: self.lexical.len(),
             turns_per_segment,
+            llm: self.store.llm_usage()?,
             store,
         })
     }

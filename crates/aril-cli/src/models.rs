@@ -1,0 +1,28 @@
+//! The language models a command uses, one per role, from the `ARIL_LLM_*` environment
+//! (`ARIL_LLM_<ROLE>_*` first).
+
+use aril_engine::llm::{ClientOptions, Endpoint, Ledger, OpenAiClient, Role};
+
+/// The client of a role, or `None` when no endpoint is configured for it.
+pub fn client(role: Role) -> anyhow::Result<Option<OpenAiClient>> {
+    let Some(endpoint) = Endpoint::from_env(role)? else {
+        return Ok(None);
+    };
+    Ok(Some(OpenAiClient::new(
+        endpoint,
+        ClientOptions::default(),
+        Ledger::default(),
+    )?))
+}
+
+/// The client of a role that the command cannot do without.
+pub fn required(role: Role) -> anyhow::Result<OpenAiClient> {
+    client(role)?.ok_or_else(|| {
+        let r = role.as_str().to_ascii_uppercase();
+        anyhow::anyhow!(
+            "no {} model configured: set ARIL_LLM_BASE_URL (e.g. http://127.0.0.1:8080/v1) and \
+             ARIL_LLM_MODEL, or ARIL_LLM_{r}_BASE_URL and ARIL_LLM_{r}_MODEL",
+            role.as_str()
+        )
+    })
+}
