@@ -41,8 +41,10 @@ pub struct BenchOptions {
     /// Embedding cache and the `aril` strategy's data directories.
     pub cache_dir: PathBuf,
     pub model: Arc<dyn Embedder>,
-    /// Engine configuration for the `aril` strategy.
+    /// Engine configuration for the `aril` strategies.
     pub engine: aril_engine::Config,
+    /// Models of the `aril-llm` strategy.
+    pub models: strategy::BenchModels,
 }
 
 /// Units each strategy returns per question: enough for 4k-token budgets and 10 distinct sessions.
@@ -99,6 +101,7 @@ pub fn run(
         embeddings,
         &aril_dir,
         options.engine.clone(),
+        &options.models,
     )?;
 
     let mut rankings: Vec<Vec<Unit>> = Vec::with_capacity(cases.len());
@@ -138,6 +141,14 @@ pub fn run(
         Benchmark::HotpotQa => score::hotpotqa(cases, &rankings, &gold::hotpotqa(&options.data)?),
     };
     latencies.sort_by(|a, b| a.total_cmp(b));
+    let llm = strategy.llm_cost();
+    let mut notes = scores.notes;
+    let details = strategy.details();
+    if !details.is_null()
+        && let Some(map) = notes.as_object_mut()
+    {
+        map.insert("strategy".into(), details);
+    }
     let per_question = cases
         .iter()
         .zip(&rankings)
@@ -158,14 +169,16 @@ pub fn run(
         n_questions: rankings.len(),
         metrics: scores.metrics,
         by_group: scores.by_group,
-        notes: scores.notes,
+        notes,
         cost: Cost {
             embedded_texts: strategy.embedded_texts(),
             context_tokens_per_query: context_tokens as f64 / rankings.len().max(1) as f64,
             ingest_s,
             query_ms_p50: percentile(&latencies, 0.5),
             query_ms_p99: percentile(&latencies, 0.99),
-            ..Cost::default()
+            llm_calls: llm.llm_calls,
+            llm_tokens_in: llm.prompt_tokens,
+            llm_tokens_out: llm.completion_tokens,
         },
         rankings: per_question,
     })

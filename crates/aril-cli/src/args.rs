@@ -111,6 +111,16 @@ pub struct ServeCmd {
     /// Accept requests without an API key, each acting as an admin. Loopback addresses only.
     #[arg(long)]
     pub no_auth: bool,
+    /// Do not write closed segments into cards in the background, even with an encoder
+    /// configured (ARIL_LLM_*); `aril consolidate` does it by hand.
+    #[arg(long)]
+    pub no_consolidate: bool,
+    /// Background consolidation: cards per segment at most (default 12).
+    #[arg(long)]
+    pub max_cards: Option<usize>,
+    /// Background consolidation: encoder reply tokens per segment at most (default 2048).
+    #[arg(long)]
+    pub max_tokens: Option<u32>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -161,6 +171,12 @@ pub struct BenchCmd {
     /// Embedding cache and bench data directories (default ~/.cache/aril/bench).
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,
+    /// aril-llm: cards per segment at most (default 12; small local models want 2–4).
+    #[arg(long)]
+    pub max_cards: Option<usize>,
+    /// aril-llm: encoder reply tokens per segment at most (default 2048).
+    #[arg(long)]
+    pub max_tokens: Option<u32>,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

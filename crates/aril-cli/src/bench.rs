@@ -4,18 +4,37 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context;
+use aril_bench::strategy::BenchModels;
 use aril_bench::{BenchOptions, Benchmark};
 use aril_engine::embed::{Embedder, MiniLm, default_model_dir};
+use aril_engine::llm::{ChatModel, OpenAiClient, Role};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::args::{BenchCmd, BenchName, Cli};
-use crate::progress;
+use crate::{models, progress};
 
 fn default_cache_dir() -> PathBuf {
     std::env::var_os("HOME")
         .map(PathBuf::from)
         .unwrap_or_default()
         .join(".cache/aril/bench")
+}
+
+/// The encoder and planner of `aril-llm` from the environment; other strategies need none.
+fn bench_models(cmd: &BenchCmd) -> anyhow::Result<BenchModels> {
+    let mut models = BenchModels {
+        encode: models::encode_config(cmd.max_cards, cmd.max_tokens)?,
+        ..Default::default()
+    };
+    if cmd.strategy == "aril-llm" {
+        let arc = |c: OpenAiClient| Arc::new(c) as Arc<dyn ChatModel>;
+        models.encoder = Some(arc(models::required(Role::Encoder)?));
+        models.planner = models::client(Role::Planner)?.map(arc);
+        if models.planner.is_none() {
+            eprintln!("note: no planner model configured: each question is searched as asked");
+        }
+    }
+    Ok(models)
 }
 
 pub fn run(cli: &Cli, cmd: &BenchCmd) -> anyhow::Result<()> {
@@ -34,6 +53,7 @@ pub fn run(cli: &Cli, cmd: &BenchCmd) -> anyhow::Result<()> {
         cache_dir: cmd.cache_dir.clone().unwrap_or_else(default_cache_dir),
         model,
         engine: crate::load_config(cli)?,
+        models: bench_models(cmd)?,
     };
     let cancel = progress::cancel_on_ctrl_c();
     let bar = ProgressBar::new(0);

@@ -10,19 +10,11 @@ use crate::{models, progress};
 
 pub fn run(mut engine: Engine, cmd: &ConsolidateCmd) -> anyhow::Result<()> {
     let model = models::required(Role::Encoder)?;
-    let mut options = ConsolidateOptions {
+    let options = ConsolidateOptions {
         limit: cmd.limit.unwrap_or(usize::MAX),
         retry_failed: cmd.retry_failed,
-        ..Default::default()
+        encode: models::encode_config(cmd.max_cards, cmd.max_tokens)?,
     };
-    if let Some(n) = cmd.max_cards {
-        anyhow::ensure!(n > 0, "--max-cards must be at least 1");
-        options.encode.max_cards = n;
-    }
-    if let Some(n) = cmd.max_tokens {
-        anyhow::ensure!(n >= 64, "--max-tokens must be at least 64");
-        options.encode.max_tokens = n;
-    }
     let cancel = progress::cancel_on_ctrl_c();
     let bar = progress::units_bar("consolidate", "segments");
     let report = engine.consolidate(

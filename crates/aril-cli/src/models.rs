@@ -26,3 +26,20 @@ pub fn required(role: Role) -> anyhow::Result<OpenAiClient> {
         )
     })
 }
+
+/// The encoder's bounds with the command's overrides checked.
+pub fn encode_config(
+    max_cards: Option<usize>,
+    max_tokens: Option<u32>,
+) -> anyhow::Result<aril_engine::EncodeConfig> {
+    let mut config = aril_engine::EncodeConfig::default();
+    if let Some(n) = max_cards {
+        anyhow::ensure!(n > 0, "--max-cards must be at least 1");
+        config.max_cards = n;
+    }
+    if let Some(n) = max_tokens {
+        anyhow::ensure!(n >= 64, "--max-tokens must be at least 64");
+        config.max_tokens = n;
+    }
+    Ok(config)
+}

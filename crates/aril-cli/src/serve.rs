@@ -3,9 +3,13 @@
 
 use anyhow::{Context, bail};
 use aril_engine::Engine;
-use aril_server::AppState;
+use std::sync::Arc;
+
+use aril_engine::llm::{ChatModel, Role};
+use aril_server::{AppState, Consolidator};
 
 use crate::args::{KeyCreateCmd, KeysCmd, ServeCmd};
+use crate::models;
 
 pub fn run(engine: Engine, cmd: &ServeCmd) -> anyhow::Result<()> {
     aril_server::check_open_bind(cmd.bind, !cmd.no_auth)?;
@@ -17,8 +21,30 @@ pub fn run(engine: Engine, cmd: &ServeCmd) -> anyhow::Result<()> {
         );
     }
     let state = AppState::new(engine, !cmd.no_auth)?;
+    let encoder = if cmd.no_consolidate {
+        None
+    } else {
+        models::client(Role::Encoder)?
+    };
+    let consolidator = match encoder {
+        Some(model) => {
+            eprintln!(
+                "consolidating closed segments in the background with {}",
+                model.model()
+            );
+            let config = models::encode_config(cmd.max_cards, cmd.max_tokens)?;
+            Some(Consolidator::start(state.clone(), Arc::new(model), config))
+        }
+        None => {
+            eprintln!(
+                "no background consolidation (no encoder in ARIL_LLM_*, or --no-consolidate): \
+                 segments wait for `aril consolidate`"
+            );
+            None
+        }
+    };
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-    runtime.block_on(aril_server::serve(
+    let served = runtime.block_on(aril_server::serve(
         state,
         cmd.bind,
         |addr| {
@@ -27,7 +53,11 @@ pub fn run(engine: Engine, cmd: &ServeCmd) -> anyhow::Result<()> {
             eprintln!("stop with Ctrl-C");
         },
         shutdown_signal(),
-    ))?;
+    ));
+    if let Some(c) = consolidator {
+        c.stop();
+    }
+    served?;
     eprintln!("aril stopped");
     Ok(())
 }

@@ -69,6 +69,9 @@ pub struct ContextItem {
     pub turns: Vec<TurnId>,
     /// The same turns in the source's own ids (LoCoMo `D1:3`) where it had them.
     pub source_turns: Vec<String>,
+    /// The session of its (first) turn.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
     /// The plan paths (from 1) that found it.
     pub paths: Vec<usize>,
     pub score: f32,
@@ -503,6 +506,7 @@ fn card_item(card: &Card, turns: &HashMap<TurnId, Turn>) -> ContextItem {
         time,
         turns: card.source_turns.clone(),
         source_turns: source_ids(&sources),
+        session: sources.first().and_then(|t| t.turn.session.clone()),
         paths: Vec::new(),
         score: 0.0,
         tokens: 0,
@@ -523,6 +527,7 @@ fn turn_item(turn: &Turn) -> ContextItem {
         time: turn.turn.event_time,
         turns: vec![turn.id.clone()],
         source_turns: source_ids(&[turn]),
+        session: turn.turn.session.clone(),
         paths: Vec::new(),
         score: 0.0,
         tokens: 0,

@@ -6,10 +6,10 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use aril_cards::{EncodeConfig, EncoderState, RecentCard, encode_segment};
+use aril_cards::{EncodeConfig, Encoded, EncoderState, RecentCard, encode_segment};
 use aril_core::ScopeFilter;
 use aril_embed::embed_chunked;
-use aril_llm::{ChatModel, LlmError};
+use aril_llm::{CallRecord, ChatModel, LlmError};
 use aril_store::{CardBatch, CardVectors, StoredChunk};
 use serde::Serialize;
 
@@ -52,7 +52,144 @@ pub struct ConsolidateReport {
     pub interrupted: bool,
 }
 
+/// One queued segment's encoding input, read with the engine and encoded without it, so a server
+/// can run the model call while other requests use the engine.
+pub struct EncodeJob {
+    segment: aril_core::Segment,
+    turns: Vec<aril_core::Turn>,
+    state: EncoderState,
+    recent: Vec<RecentCard>,
+}
+
+/// A job's model reply with the calls it paid for.
+pub struct EncodeAttempt {
+    result: Result<Encoded, LlmError>,
+    calls: Vec<CallRecord>,
+}
+
+/// What became of one segment.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EncodeOutcome {
+    /// Its cards are stored.
+    Done { cards: usize },
+    /// The reply stayed unusable; the segment is marked failed with the reason.
+    Failed(String),
+    /// The segment was deleted or rebuilt while it was being encoded; nothing was stored.
+    Gone,
+}
+
+impl EncodeJob {
+    pub fn segment(&self) -> &aril_core::SegmentId {
+        &self.segment.id
+    }
+
+    /// The model call (two after a repair). Needs no engine.
+    pub fn encode(&self, model: &dyn ChatModel, config: &EncodeConfig) -> EncodeAttempt {
+        let metered = Metered::new(model);
+        let result = encode_segment(
+            &metered,
+            &self.segment,
+            &self.turns,
+            &self.state,
+            &self.recent,
+            config,
+        );
+        EncodeAttempt {
+            result,
+            calls: metered.take(),
+        }
+    }
+}
+
 impl Engine {
+    /// Segments waiting for consolidation (with `retry_failed`, failed ones too), oldest first.
+    pub fn queued_segments(
+        &self,
+        limit: usize,
+        retry_failed: bool,
+    ) -> Result<Vec<aril_core::SegmentId>, EngineError> {
+        Ok(self.store.queued_segments(limit, retry_failed)?)
+    }
+
+    /// The encoding input of a segment: its turns, its conversation's encoder state and the
+    /// user's recent cards; `None` when the segment no longer exists.
+    pub fn encode_job(&self, id: &aril_core::SegmentId) -> Result<Option<EncodeJob>, EngineError> {
+        let Some(segment) = self.store.segments(std::slice::from_ref(id))?.pop() else {
+            return Ok(None);
+        };
+        let turns = self.store.turns(&segment.turns)?;
+        let state: EncoderState = match self
+            .store
+            .encoder_state(&segment.scope, &segment.conversation)?
+        {
+            Some(v) => serde_json::from_value(v)
+                .map_err(|e| aril_store::StoreError::Corrupt(format!("encoder state: {e}")))?,
+            None => EncoderState::default(),
+        };
+        // What the user said anywhere may be updated here, so recent cards span the user.
+        let filter = ScopeFilter::user(segment.scope.user_id.clone());
+        let cards = self.store.cards(&filter, true)?;
+        let recent: Vec<RecentCard> = cards
+            .iter()
+            .skip(cards.len().saturating_sub(RECENT_CARDS))
+            .map(|c| RecentCard {
+                id: c.id.clone(),
+                kind: c.kind,
+                text: c.text.clone(),
+            })
+            .collect();
+        Ok(Some(EncodeJob {
+            segment,
+            turns,
+            state,
+            recent,
+        }))
+    }
+
+    /// Stores an attempt: its calls always; its cards (with their vectors, the new encoder state
+    /// and the segment marked done) when the segment is still as the job read it; the failure
+    /// reason when the reply stayed unusable. An unreachable endpoint is returned as the error and
+    /// leaves the segment queued.
+    pub fn finish_encode(
+        &mut self,
+        job: EncodeJob,
+        attempt: EncodeAttempt,
+    ) -> Result<EncodeOutcome, EngineError> {
+        self.store_records(attempt.calls)?;
+        let segment = job.segment;
+        let current = self
+            .store
+            .segments(std::slice::from_ref(&segment.id))?
+            .pop();
+        if current.is_none_or(|c| c.turns != segment.turns) {
+            return Ok(EncodeOutcome::Gone);
+        }
+        match attempt.result {
+            Ok(encoded) => {
+                let cards = encoded.cards.len();
+                let vectors = self.card_vectors(&encoded.cards)?;
+                self.store.commit_cards(CardBatch {
+                    segment: segment.id.clone(),
+                    cards: encoded.cards,
+                    scope: segment.scope.clone(),
+                    conversation: segment.conversation.clone(),
+                    state: serde_json::to_value(&encoded.state).map_err(|e| {
+                        aril_store::StoreError::Corrupt(format!("encoder state: {e}"))
+                    })?,
+                    vectors,
+                })?;
+                self.drop_card_index(&segment.scope.user_id);
+                Ok(EncodeOutcome::Done { cards })
+            }
+            Err(LlmError::InvalidReply { reason }) => {
+                tracing::warn!(segment = %segment.id, %reason, "consolidation failed");
+                self.store.mark_failed(&segment.id, &reason)?;
+                Ok(EncodeOutcome::Failed(reason))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// Encodes queued segments into cards, oldest first, one model call each (two after a
     /// repair), and stores the cards with their vectors. Checks `cancel` between segments.
     pub fn consolidate(
@@ -65,7 +202,6 @@ impl Engine {
         let queue = self
             .store
             .queued_segments(options.limit, options.retry_failed)?;
-        let model = Metered::new(model);
         let mut report = ConsolidateReport::default();
         progress(Progress {
             done: 0,
@@ -76,57 +212,22 @@ impl Engine {
                 report.interrupted = true;
                 break;
             }
-            let Some(segment) = self.store.segments(std::slice::from_ref(id))?.pop() else {
+            let Some(job) = self.encode_job(id)? else {
                 continue; // deleted meanwhile
             };
-            let turns = self.store.turns(&segment.turns)?;
-            let state: EncoderState = match self
-                .store
-                .encoder_state(&segment.scope, &segment.conversation)?
-            {
-                Some(v) => serde_json::from_value(v)
-                    .map_err(|e| aril_store::StoreError::Corrupt(format!("encoder state: {e}")))?,
-                None => EncoderState::default(),
-            };
-            // What the user said anywhere may be updated here, so recent cards span the user.
-            let filter = ScopeFilter::user(segment.scope.user_id.clone());
-            let cards = self.store.cards(&filter, true)?;
-            let recent: Vec<RecentCard> = cards
-                .iter()
-                .skip(cards.len().saturating_sub(RECENT_CARDS))
-                .map(|c| RecentCard {
-                    id: c.id.clone(),
-                    kind: c.kind,
-                    text: c.text.clone(),
-                })
-                .collect();
-            let encoded =
-                encode_segment(&model, &segment, &turns, &state, &recent, &options.encode);
-            report.cost.add(self.store_calls(&model)?);
-            match encoded {
-                Ok(encoded) => {
-                    report.cards_added += encoded.cards.len();
+            let attempt = job.encode(model, &options.encode);
+            report.cost.add(CallCost::of(&attempt.calls));
+            let segment = job.segment().clone();
+            match self.finish_encode(job, attempt)? {
+                EncodeOutcome::Done { cards } => {
+                    report.cards_added += cards;
                     report.segments_done += 1;
-                    let vectors = self.card_vectors(&encoded.cards)?;
-                    self.store.commit_cards(CardBatch {
-                        segment: segment.id.clone(),
-                        cards: encoded.cards,
-                        scope: segment.scope.clone(),
-                        conversation: segment.conversation.clone(),
-                        state: serde_json::to_value(&encoded.state).map_err(|e| {
-                            aril_store::StoreError::Corrupt(format!("encoder state: {e}"))
-                        })?,
-                        vectors,
-                    })?;
-                    self.drop_card_index(&segment.scope.user_id);
                 }
-                Err(LlmError::InvalidReply { reason }) => {
+                EncodeOutcome::Failed(reason) => {
                     report.segments_failed += 1;
-                    tracing::warn!(segment = %segment.id, %reason, "consolidation failed");
-                    self.store.mark_failed(&segment.id, &reason)?;
-                    report.failures.push(format!("{}: {reason}", segment.id));
+                    report.failures.push(format!("{segment}: {reason}"));
                 }
-                Err(e) => return Err(e.into()),
+                EncodeOutcome::Gone => {}
             }
             progress(Progress {
                 done: i + 1,

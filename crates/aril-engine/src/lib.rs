@@ -40,7 +40,9 @@ pub use aril_segment::SegmenterConfig;
 pub use aril_store::{ApiKeyRecord, DeleteReport, StoreError, UnitKind};
 pub use ask::{AskRequest, AskResponse, ContextItem, Recalled};
 pub use config::{Config, RecallConfig, SegmentUse, SegmentVectors};
-pub use consolidate::{ConsolidateOptions, ConsolidateReport};
+pub use consolidate::{
+    ConsolidateOptions, ConsolidateReport, EncodeAttempt, EncodeJob, EncodeOutcome,
+};
 pub use error::EngineError;
 pub use ingest::{IngestOptions, IngestReport, Progress};
 pub use input::{TurnDefaults, TurnIn, parse_time};

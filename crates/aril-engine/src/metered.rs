@@ -56,6 +56,15 @@ pub struct CallCost {
 }
 
 impl CallCost {
+    /// The cost of these calls.
+    pub fn of(records: &[CallRecord]) -> Self {
+        Self {
+            llm_calls: records.len() as u64,
+            prompt_tokens: records.iter().map(|r| r.prompt_tokens).sum(),
+            completion_tokens: records.iter().map(|r| r.completion_tokens).sum(),
+        }
+    }
+
     pub fn add(&mut self, other: CallCost) {
         self.llm_calls += other.llm_calls;
         self.prompt_tokens += other.prompt_tokens;
@@ -73,7 +82,14 @@ fn purpose_name(p: Purpose) -> String {
 impl Engine {
     /// Stores the calls `model` made since the last take, and returns what they cost.
     pub(crate) fn store_calls(&mut self, model: &Metered<'_>) -> Result<CallCost, EngineError> {
-        let records = model.take();
+        self.store_records(model.take())
+    }
+
+    /// Stores call records, and returns what they cost.
+    pub(crate) fn store_records(
+        &mut self,
+        records: Vec<CallRecord>,
+    ) -> Result<CallCost, EngineError> {
         if records.is_empty() {
             return Ok(CallCost::default());
         }
@@ -92,11 +108,7 @@ impl Engine {
             })
             .collect();
         self.store.record_llm_calls(&calls)?;
-        Ok(CallCost {
-            llm_calls: records.len() as u64,
-            prompt_tokens: records.iter().map(|r| r.prompt_tokens).sum(),
-            completion_tokens: records.iter().map(|r| r.completion_tokens).sum(),
-        })
+        Ok(CallCost::of(&records))
     }
 
     /// Every model call recorded in this data directory, summed by purpose and model.

@@ -11,6 +11,7 @@
 //! acknowledged only after it is committed durably.
 
 mod auth;
+mod consolidation;
 mod error;
 mod extract;
 pub mod mcp;
@@ -35,6 +36,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use utoipa_axum::router::OpenApiRouter;
 
 pub use auth::Caller;
+pub use consolidation::Consolidator;
 pub use error::ApiError;
 pub use state::AppState;
 

@@ -37,31 +37,34 @@ impl AppState {
         })
     }
 
+    /// Runs `f` on the engine on the calling thread (a blocking context), after the same recovery
+    /// as [`AppState::run`].
+    pub(crate) fn with_engine<T>(
+        &self,
+        f: impl FnOnce(&mut Engine) -> Result<T, EngineError>,
+    ) -> Result<T, EngineError> {
+        let mut guard = self.engine.lock().unwrap_or_else(|poisoned| {
+            self.engine.clear_poison();
+            self.dirty.store(true, Ordering::SeqCst);
+            poisoned.into_inner()
+        });
+        if self.dirty.load(Ordering::SeqCst) {
+            tracing::error!("an earlier request panicked: rebuilding the derived indexes");
+            guard.reindex()?;
+            self.dirty.store(false, Ordering::SeqCst);
+        }
+        f(&mut guard)
+    }
+
     /// Runs `f` on the engine on the blocking pool and maps its error for the API.
     pub(crate) async fn run<T, F>(&self, f: F) -> Result<T, ApiError>
     where
         T: Send + 'static,
         F: FnOnce(&mut Engine) -> Result<T, EngineError> + Send + 'static,
     {
-        let (engine, dirty) = (self.engine.clone(), self.dirty.clone());
-        tokio::task::spawn_blocking(move || {
-            let mut guard = engine.lock().unwrap_or_else(|poisoned| {
-                engine.clear_poison();
-                dirty.store(true, Ordering::SeqCst);
-                poisoned.into_inner()
-            });
-            if dirty.load(Ordering::SeqCst) {
-                tracing::error!("an earlier request panicked: rebuilding the derived indexes");
-                guard.reindex().map_err(|e| {
-                    ApiError::internal(format!(
-                        "an earlier request failed and the indexes could not be rebuilt: {e}"
-                    ))
-                })?;
-                dirty.store(false, Ordering::SeqCst);
-            }
-            f(&mut guard).map_err(ApiError::from)
-        })
-        .await
-        .map_err(|e| ApiError::internal(format!("engine task failed: {e}")))?
+        let state = self.clone();
+        tokio::task::spawn_blocking(move || state.with_engine(f).map_err(ApiError::from))
+            .await
+            .map_err(|e| ApiError::internal(format!("engine task failed: {e}")))?
     }
 }

@@ -26,11 +26,17 @@ impl Server {
     }
 
     async fn start_with(config: Config) -> Self {
+        Self::start_full(config, |_| {}).await
+    }
+
+    /// A server whose state is also handed to `with_state` (to start a background worker).
+    async fn start_full(config: Config, with_state: impl FnOnce(&AppState)) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let mut engine = Engine::open(dir.path(), config).unwrap();
         let user_key = engine.create_api_key(Some("alice")).unwrap();
         let admin_key = engine.create_api_key(None).unwrap();
         let state = AppState::new(engine, true).unwrap();
+        with_state(&state);
         let (stop, stopped) = oneshot::channel::<()>();
         let (ready_tx, ready_rx) = oneshot::channel::<SocketAddr>();
         let done = tokio::spawn(async move {
@@ -546,6 +552,95 @@ async fn the_openapi_document_is_served_and_matches_the_routes() {
             let body = resp.text().await.unwrap();
             assert!(!body.contains("no such route"), "{method} {path}: {body}");
         }
+    }
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closed_segments_become_cards_in_the_background_while_requests_are_served() {
+    use aril_engine::llm::{ClientOptions, Ledger, LocalServer, OpenAiClient};
+    use aril_server::Consolidator;
+    use std::sync::{Arc, Mutex};
+    // Both use blocking HTTP: they are made outside the async runtime.
+    let (_llm, model) = std::thread::spawn(|| {
+        let llm = LocalServer::from_cache().unwrap_or_else(|e| panic!("{e}"));
+        let endpoint = llm.endpoint().clone();
+        let model =
+            OpenAiClient::new(endpoint, ClientOptions::default(), Ledger::default()).unwrap();
+        (llm, model)
+    })
+    .join()
+    .unwrap();
+    let worker: Arc<Mutex<Option<Consolidator>>> = Arc::default();
+    let slot = worker.clone();
+    let s = Server::start_full(Config::default(), move |state| {
+        // Small bounds: the tiny model fills whatever room it gets, slowly.
+        let config = aril_engine::EncodeConfig {
+            max_cards: 1,
+            max_tokens: 300,
+            ..Default::default()
+        };
+        *slot.lock().unwrap() = Some(Consolidator::start(state.clone(), Arc::new(model), config));
+    })
+    .await;
+    let (st, _) = s
+        .call(
+            "POST",
+            "/v1/turns",
+            &s.user_key,
+            Some(json!({
+                "turns": [
+                    {"text": "I adopted a beagle called Pimenta from the shelter.", "role": "user"},
+                    {"text": "I signed up for the Lisbon marathon in October.", "role": "user"}
+                ],
+                "flush": true
+            })),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(600);
+    let stats = loop {
+        // Requests are answered while the worker is calling the model.
+        let (st, stats) = s.call("GET", "/v1/stats", &s.admin_key, None).await;
+        assert_eq!(st, StatusCode::OK);
+        if stats["segments"].as_u64().unwrap() > 0 && stats["segments_pending"].as_u64() == Some(0)
+        {
+            break stats;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still pending: {stats}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    };
+    let (st, found) = s
+        .call(
+            "POST",
+            "/v1/search",
+            &s.user_key,
+            Some(json!({"query": "beagle"})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{found}");
+    let done = stats["segments"].as_u64().unwrap() - stats["segments_failed"].as_u64().unwrap();
+    assert!(
+        done == 0 || stats["cards"].as_u64().unwrap() > 0,
+        "segments marked done have cards: {stats}"
+    );
+    let encode_calls: u64 = stats["llm"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|u| u["purpose"] == "encode")
+        .map(|u| u["calls"].as_u64().unwrap())
+        .sum();
+    assert!(
+        encode_calls >= stats["segments"].as_u64().unwrap(),
+        "{stats}"
+    );
+    let taken = worker.lock().unwrap().take();
+    if let Some(w) = taken {
+        tokio::task::spawn_blocking(move || w.stop()).await.unwrap();
     }
     s.stop().await;
 }

@@ -30,11 +30,22 @@ impl Aril {
     }
 }
 
-fn parse_date(s: &str) -> Option<DateTime<Utc>> {
+/// A session or question date as the benchmark writes it.
+pub(super) fn parse_date(s: &str) -> Option<DateTime<Utc>> {
     DateTime::parse_from_rfc3339(s)
         .map(|d| d.with_timezone(&Utc))
         .ok()
         .or_else(|| parse_longmemeval_time(s).ok())
+}
+
+impl Aril {
+    pub(super) fn engine(&mut self) -> &mut Engine {
+        &mut self.engine
+    }
+
+    pub(super) fn engine_ref(&self) -> &Engine {
+        &self.engine
+    }
 }
 
 impl Strategy for Aril {

@@ -2,6 +2,7 @@
 //! [`Case`] (question + haystack) and returns ranked [`Unit`]s; it never sees gold.
 
 mod aril;
+mod aril_llm;
 mod embeddings;
 mod raw_session;
 mod seci;
@@ -11,6 +12,7 @@ use crate::BenchError;
 use crate::data::Case;
 
 pub use aril::Aril;
+pub use aril_llm::{AriLlm, BenchModels};
 pub use embeddings::Embeddings;
 pub use raw_session::SessionDocs;
 pub use seci::{SeciHybrid, seci_extract};
@@ -34,6 +36,14 @@ pub trait Strategy {
     fn rank(&mut self, case: &Case, k: usize) -> Result<Vec<Unit>, BenchError>;
     /// Texts this strategy sent through the model (cache misses).
     fn embedded_texts(&self) -> usize;
+    /// Language-model calls and tokens (none for the LLM-free strategies).
+    fn llm_cost(&self) -> aril_engine::CallCost {
+        aril_engine::CallCost::default()
+    }
+    /// What the strategy wants the report to say about its run (models, counts), or null.
+    fn details(&mut self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
 }
 
 /// Every strategy name, for `--strategy` and error messages.
@@ -44,6 +54,7 @@ pub const NAMES: &[&str] = &[
     "seci-hybrid",
     "verbatim-chunks",
     "aril",
+    "aril-llm",
 ];
 
 /// Builds a strategy by name.
@@ -52,6 +63,7 @@ pub fn by_name(
     embeddings: Embeddings,
     aril_dir: &std::path::Path,
     engine: aril_engine::Config,
+    models: &BenchModels,
 ) -> Result<Box<dyn Strategy>, BenchError> {
     Ok(match name {
         "raw-session-all" => Box::new(SessionDocs::raw_all(embeddings)),
@@ -60,6 +72,7 @@ pub fn by_name(
         "seci-hybrid" => Box::new(SeciHybrid::new(embeddings)),
         "verbatim-chunks" => Box::new(VerbatimChunks::new(embeddings)?),
         "aril" => Box::new(Aril::open(aril_dir, embeddings, engine)?),
+        "aril-llm" => Box::new(AriLlm::open(aril_dir, embeddings, engine, models)?),
         other => {
             return Err(BenchError::UnknownStrategy(
                 other.to_string(),

@@ -1,0 +1,209 @@
+//! The `aril-llm` strategy: the LycheeMemory path. Each haystack is ingested as by `aril`, then
+//! every closed segment is written into cards with one encoder call; each question gets one
+//! planner call (when a planner is configured) and the planned multi-path recall over cards and
+//! verbatim turns. A card covers the turns it cites. The data directory is the `aril` one's with
+//! the encoder's model in its name, so cards from different encoders never mix and a re-run makes
+//! no encoder call; construction cost is read from the store's accounting, so it is the cost of
+//! building the cards whichever run paid it.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use aril_core::ScopeFilter;
+use aril_engine::llm::ChatModel;
+use aril_engine::{AskRequest, CallCost, ConsolidateOptions, EncodeConfig};
+use serde_json::{Value, json};
+
+use super::aril::{Aril, parse_date};
+use super::{Embeddings, Strategy, Unit};
+use crate::BenchError;
+use crate::data::Case;
+
+/// The models of the LLM strategies.
+#[derive(Clone, Default)]
+pub struct BenchModels {
+    pub encoder: Option<Arc<dyn ChatModel>>,
+    pub planner: Option<Arc<dyn ChatModel>>,
+    pub encode: EncodeConfig,
+}
+
+/// Units recalled per question, and the context budget they may fill (above the scorer's 4k).
+const RECALL_K: usize = 40;
+const RECALL_BUDGET: usize = 6000;
+
+pub struct AriLlm {
+    aril: Aril,
+    encoder: Arc<dyn ChatModel>,
+    planner: Option<Arc<dyn ChatModel>>,
+    encode: EncodeConfig,
+    query_cost: CallCost,
+    haystacks: usize,
+    segments_failed: usize,
+    plan_fallbacks: usize,
+}
+
+impl AriLlm {
+    pub fn open(
+        dir: &Path,
+        embeddings: Embeddings,
+        config: aril_engine::Config,
+        models: &BenchModels,
+    ) -> Result<Self, BenchError> {
+        let encoder = models
+            .encoder
+            .clone()
+            .ok_or_else(|| BenchError::Unsupported {
+                strategy: "aril-llm".into(),
+                benchmark: "any".into(),
+                why: "no encoder model configured: set ARIL_LLM_BASE_URL and ARIL_LLM_MODEL (or \
+                  ARIL_LLM_ENCODER_*), e.g. to a local llama-server"
+                    .into(),
+            })?;
+        let model: String = encoder
+            .model()
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .collect();
+        let name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let dir = dir.with_file_name(format!(
+            "{name}-cards-{model}-{}x{}",
+            models.encode.max_cards, models.encode.max_tokens
+        ));
+        Ok(Self {
+            aril: Aril::open(&dir, embeddings, config)?,
+            encoder,
+            planner: models.planner.clone(),
+            encode: models.encode.clone(),
+            query_cost: CallCost::default(),
+            haystacks: 0,
+            segments_failed: 0,
+            plan_fallbacks: 0,
+        })
+    }
+}
+
+impl Strategy for AriLlm {
+    fn name(&self) -> &'static str {
+        "aril-llm"
+    }
+
+    fn index(&mut self, case: &Case) -> Result<(), BenchError> {
+        self.aril.index(case)?;
+        self.haystacks += 1;
+        let options = ConsolidateOptions {
+            encode: self.encode.clone(),
+            ..Default::default()
+        };
+        let report = self.aril.engine().consolidate(
+            self.encoder.as_ref(),
+            &options,
+            &mut |_| {},
+            &AtomicBool::new(false),
+        )?;
+        self.segments_failed += report.segments_failed;
+        Ok(())
+    }
+
+    fn rank(&mut self, case: &Case, _k: usize) -> Result<Vec<Unit>, BenchError> {
+        let request = AskRequest {
+            filter: ScopeFilter::user(case.haystack_key.clone()),
+            question: case.question.clone(),
+            asked_at: case.question_date.as_deref().and_then(parse_date),
+            k: Some(RECALL_K),
+            budget: Some(RECALL_BUDGET),
+        };
+        let planner = self.planner.as_deref();
+        let recalled = self.aril.engine().recall_planned(&request, planner)?;
+        self.query_cost.add(recalled.cost);
+        if planner.is_some() && recalled.plan_note.is_some() {
+            self.plan_fallbacks += 1;
+        }
+        Ok(recalled
+            .items
+            .into_iter()
+            .map(|i| Unit {
+                session: i.session.unwrap_or_default(),
+                turns: i.source_turns,
+                text: i.text,
+            })
+            .collect())
+    }
+
+    fn embedded_texts(&self) -> usize {
+        self.aril.embedded_texts()
+    }
+
+    fn llm_cost(&self) -> CallCost {
+        let mut cost = self.construction().unwrap_or_default();
+        cost.add(self.query_cost);
+        cost
+    }
+
+    fn details(&mut self) -> Value {
+        let engine = self.aril.engine();
+        let stats = engine.stats().ok();
+        let mut kinds: BTreeMap<String, usize> = BTreeMap::new();
+        if let Ok(users) = engine.users() {
+            for user in users {
+                for card in engine
+                    .cards(&ScopeFilter::user(user), false)
+                    .unwrap_or_default()
+                {
+                    let kind = serde_json::to_value(card.kind)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_string))
+                        .unwrap_or_default();
+                    *kinds.entry(kind).or_default() += 1;
+                }
+            }
+        }
+        let construction = self.construction().unwrap_or_default();
+        let per = |n: u64| n as f64 / self.haystacks.max(1) as f64;
+        json!({
+            "encoder": self.encoder.model(),
+            "planner": self.planner.as_ref().map(|p| p.model().to_string()),
+            "reranker": "none (no cross-encoder offline)",
+            "encode_config": {"max_cards": self.encode.max_cards, "max_tokens": self.encode.max_tokens},
+            "haystacks": self.haystacks,
+            "segments": stats.as_ref().map(|s| s.store.segments),
+            "turns": stats.as_ref().map(|s| s.store.turns),
+            "cards": stats.as_ref().map(|s| s.store.cards),
+            "cards_by_type": kinds,
+            "segments_failed": stats.as_ref().map(|s| s.store.segments_failed),
+            "construction": {
+                "calls": construction.llm_calls,
+                "prompt_tokens": construction.prompt_tokens,
+                "completion_tokens": construction.completion_tokens,
+                "calls_per_haystack": per(construction.llm_calls),
+                "tokens_per_haystack": per(construction.prompt_tokens + construction.completion_tokens),
+            },
+            "query": {
+                "calls": self.query_cost.llm_calls,
+                "prompt_tokens": self.query_cost.prompt_tokens,
+                "completion_tokens": self.query_cost.completion_tokens,
+                "plan_fallbacks": self.plan_fallbacks,
+            },
+        })
+    }
+}
+
+impl AriLlm {
+    /// Every encoder call the data directory has paid for.
+    fn construction(&self) -> Option<CallCost> {
+        let usage = self.aril.engine_ref().llm_usage().ok()?;
+        let mut cost = CallCost::default();
+        for u in usage.iter().filter(|u| u.purpose == "encode") {
+            cost.add(CallCost {
+                llm_calls: u.calls,
+                prompt_tokens: u.prompt_tokens,
+                completion_tokens: u.completion_tokens,
+            });
+        }
+        Some(cost)
+    }
+}
