@@ -4,7 +4,7 @@
 
 use aril_cards::{EncodeConfig, EncoderState, RecentCard, encode_segment};
 use aril_core::{CardId, CardKind, CloseReason, NewTurn, Role, Scope, Segment, SegmentId, Turn};
-use aril_llm::{ClientOptions, Ledger, LlmError, LocalServer, OpenAiClient, Purpose, Scripted};
+use aril_llm::{LlmError, LocalServer, Purpose, Scripted};
 use chrono::{TimeZone, Utc};
 use serde_json::json;
 
@@ -206,12 +206,7 @@ fn turns_that_do_not_match_the_segment_are_refused_before_any_call() {
 #[test]
 fn a_real_model_writes_cards_that_cite_only_the_segments_turns() {
     let server = LocalServer::from_cache().unwrap_or_else(|e| panic!("{e}"));
-    let client = OpenAiClient::new(
-        server.endpoint().clone(),
-        ClientOptions::default(),
-        Ledger::default(),
-    )
-    .unwrap();
+    let client = server.client().unwrap();
     let (segment, turns) = segment();
     let config = EncodeConfig {
         max_cards: 2,

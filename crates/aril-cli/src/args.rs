@@ -95,12 +95,8 @@ pub struct ConsolidateCmd {
     /// Also retry segments whose encoding failed before.
     #[arg(long)]
     pub retry_failed: bool,
-    /// Cards per segment at most (default 12). Small local models fill whatever room they get.
-    #[arg(long)]
-    pub max_cards: Option<usize>,
-    /// Reply tokens per segment at most (default 2048).
-    #[arg(long)]
-    pub max_tokens: Option<u32>,
+    #[command(flatten)]
+    pub encode: EncodeArgs,
 }
 
 #[derive(Args, Debug)]
@@ -115,12 +111,8 @@ pub struct ServeCmd {
     /// configured (ARIL_LLM_*); `aril consolidate` does it by hand.
     #[arg(long)]
     pub no_consolidate: bool,
-    /// Background consolidation: cards per segment at most (default 12).
-    #[arg(long)]
-    pub max_cards: Option<usize>,
-    /// Background consolidation: encoder reply tokens per segment at most (default 2048).
-    #[arg(long)]
-    pub max_tokens: Option<u32>,
+    #[command(flatten)]
+    pub encode: EncodeArgs,
 }
 
 #[derive(Subcommand, Debug)]
@@ -171,12 +163,8 @@ pub struct BenchCmd {
     /// Embedding cache and bench data directories (default ~/.cache/aril/bench).
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,
-    /// aril-llm: cards per segment at most (default 12; small local models want 2–4).
-    #[arg(long)]
-    pub max_cards: Option<usize>,
-    /// aril-llm: encoder reply tokens per segment at most (default 2048).
-    #[arg(long)]
-    pub max_tokens: Option<u32>,
+    #[command(flatten)]
+    pub encode: EncodeArgs,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -297,4 +285,15 @@ pub struct DemoCmd {
     /// Questions to answer.
     #[arg(long, default_value_t = 5)]
     pub questions: usize,
+}
+
+/// Bounds of the encoder's reply (small local models fill whatever room they get).
+#[derive(Args, Debug, Clone)]
+pub struct EncodeArgs {
+    /// Cards per segment at most (default 12).
+    #[arg(long)]
+    pub max_cards: Option<usize>,
+    /// Encoder reply tokens per segment at most (default 2048).
+    #[arg(long)]
+    pub max_tokens: Option<u32>,
 }

@@ -23,7 +23,7 @@ fn default_cache_dir() -> PathBuf {
 /// The encoder and planner of `aril-llm` from the environment; other strategies need none.
 fn bench_models(cmd: &BenchCmd) -> anyhow::Result<BenchModels> {
     let mut models = BenchModels {
-        encode: models::encode_config(cmd.max_cards, cmd.max_tokens)?,
+        encode: models::encode_config(&cmd.encode)?,
         ..Default::default()
     };
     if cmd.strategy == "aril-llm" {

@@ -13,7 +13,7 @@ pub fn run(mut engine: Engine, cmd: &ConsolidateCmd) -> anyhow::Result<()> {
     let options = ConsolidateOptions {
         limit: cmd.limit.unwrap_or(usize::MAX),
         retry_failed: cmd.retry_failed,
-        encode: models::encode_config(cmd.max_cards, cmd.max_tokens)?,
+        encode: models::encode_config(&cmd.encode)?,
     };
     let cancel = progress::cancel_on_ctrl_c();
     let bar = progress::units_bar("consolidate", "segments");

@@ -3,6 +3,8 @@
 
 use aril_engine::llm::{ClientOptions, Endpoint, Ledger, OpenAiClient, Role};
 
+use crate::args::EncodeArgs;
+
 /// The client of a role, or `None` when no endpoint is configured for it.
 pub fn client(role: Role) -> anyhow::Result<Option<OpenAiClient>> {
     let Some(endpoint) = Endpoint::from_env(role)? else {
@@ -28,16 +30,13 @@ pub fn required(role: Role) -> anyhow::Result<OpenAiClient> {
 }
 
 /// The encoder's bounds with the command's overrides checked.
-pub fn encode_config(
-    max_cards: Option<usize>,
-    max_tokens: Option<u32>,
-) -> anyhow::Result<aril_engine::EncodeConfig> {
+pub fn encode_config(args: &EncodeArgs) -> anyhow::Result<aril_engine::EncodeConfig> {
     let mut config = aril_engine::EncodeConfig::default();
-    if let Some(n) = max_cards {
+    if let Some(n) = args.max_cards {
         anyhow::ensure!(n > 0, "--max-cards must be at least 1");
         config.max_cards = n;
     }
-    if let Some(n) = max_tokens {
+    if let Some(n) = args.max_tokens {
         anyhow::ensure!(n >= 64, "--max-tokens must be at least 64");
         config.max_tokens = n;
     }

@@ -32,7 +32,7 @@ pub fn run(engine: Engine, cmd: &ServeCmd) -> anyhow::Result<()> {
                 "consolidating closed segments in the background with {}",
                 model.model()
             );
-            let config = models::encode_config(cmd.max_cards, cmd.max_tokens)?;
+            let config = models::encode_config(&cmd.encode)?;
             Some(Consolidator::start(state.clone(), Arc::new(model), config))
         }
         None => {

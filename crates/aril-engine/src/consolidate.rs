@@ -10,7 +10,7 @@ use aril_cards::{EncodeConfig, Encoded, EncoderState, RecentCard, encode_segment
 use aril_core::ScopeFilter;
 use aril_embed::embed_chunked;
 use aril_llm::{CallRecord, ChatModel, LlmError};
-use aril_store::{CardBatch, CardVectors, StoredChunk};
+use aril_store::{CardBatch, CardVectors};
 use serde::Serialize;
 
 use crate::metered::{CallCost, Metered};
@@ -254,15 +254,7 @@ impl Engine {
             .map(|(c, e)| CardVectors {
                 card: c.id.clone(),
                 model: embedder.name().to_string(),
-                chunks: e
-                    .chunks
-                    .into_iter()
-                    .map(|ch| StoredChunk {
-                        start: ch.start as u32,
-                        end: ch.end as u32,
-                        vector: ch.vector,
-                    })
-                    .collect(),
+                chunks: crate::embedding::stored_chunks(e.chunks),
             })
             .collect())
     }

@@ -7,6 +7,18 @@ use aril_store::{Embedding, StoredChunk};
 
 use crate::{Engine, EngineError};
 
+/// Model chunks as the store keeps them.
+pub(crate) fn stored_chunks(chunks: Vec<aril_embed::Chunk>) -> Vec<StoredChunk> {
+    chunks
+        .into_iter()
+        .map(|c| StoredChunk {
+            start: c.start as u32,
+            end: c.end as u32,
+            vector: c.vector,
+        })
+        .collect()
+}
+
 impl Engine {
     /// Embeddings for `texts` (same order). Returns them and the entries that are new to the cache,
     /// which the caller commits with the rest of its batch. `pending` holds entries made earlier in
@@ -41,15 +53,7 @@ impl Engine {
                     model: model.clone(),
                     text_hash: hash.clone(),
                     pieces: chunked.pieces as u32,
-                    chunks: chunked
-                        .chunks
-                        .into_iter()
-                        .map(|c| StoredChunk {
-                            start: c.start as u32,
-                            end: c.end as u32,
-                            vector: c.vector,
-                        })
-                        .collect(),
+                    chunks: stored_chunks(chunked.chunks),
                 };
                 known.insert(hash.clone(), e.clone());
                 fresh.push(e);

@@ -3,25 +3,17 @@
 //! `engine.rs` runs the same path with the real local model.
 
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, OnceLock};
 
-use aril_embed::{Embedder, MiniLm, default_model_dir};
+mod common;
+
 use aril_engine::llm::{LlmError, Scripted};
 use aril_engine::{
     AskRequest, Config, ConsolidateOptions, Engine, EngineError, IngestOptions, NewTurn, Role,
     Scope, ScopeFilter, UnitKind,
 };
 use chrono::{TimeZone, Utc};
+use common::embedder;
 use serde_json::json;
-
-fn embedder() -> Arc<dyn Embedder> {
-    static MODEL: OnceLock<Arc<dyn Embedder>> = OnceLock::new();
-    MODEL
-        .get_or_init(|| {
-            Arc::new(MiniLm::load(&default_model_dir()).unwrap_or_else(|e| panic!("{e}")))
-        })
-        .clone()
-}
 
 const LINES: [(&str, &str); 8] = [
     ("s1", "I adopted a beagle called Pimenta from the shelter."),

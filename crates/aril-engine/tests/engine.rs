@@ -2,23 +2,15 @@
 //! deletion, restart with an open segment, one owner per directory, bad input.
 
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, OnceLock};
 
-use aril_embed::{Embedder, MiniLm, default_model_dir};
+mod common;
+
 use aril_engine::{
     Config, Engine, EngineError, IngestOptions, IngestReport, NewTurn, Role, Scope, ScopeFilter,
     SearchRequest, UnitKind,
 };
 use chrono::{TimeZone, Utc};
-
-fn embedder() -> Arc<dyn Embedder> {
-    static MODEL: OnceLock<Arc<dyn Embedder>> = OnceLock::new();
-    MODEL
-        .get_or_init(|| {
-            Arc::new(MiniLm::load(&default_model_dir()).unwrap_or_else(|e| panic!("{e}")))
-        })
-        .clone()
-}
+use common::embedder;
 
 fn open(dir: &std::path::Path) -> Engine {
     Engine::open_with_embedder(dir, Config::default(), embedder()).unwrap()
@@ -435,14 +427,9 @@ fn deleting_a_memory_removes_every_version_and_rebuilds_what_held_it() {
 #[test]
 fn closed_segments_become_cards_with_a_real_model_and_die_with_their_turns() {
     use aril_engine::ConsolidateOptions;
-    use aril_engine::llm::{ClientOptions, Ledger, LocalServer, OpenAiClient};
+    use aril_engine::llm::LocalServer;
     let server = LocalServer::from_cache().unwrap_or_else(|e| panic!("{e}"));
-    let model = OpenAiClient::new(
-        server.endpoint().clone(),
-        ClientOptions::default(),
-        Ledger::default(),
-    )
-    .unwrap();
+    let model = server.client().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let mut engine = open(dir.path());
     let ingested = ingest(&mut engine, conversation("u"), true);

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::{Endpoint, LlmError};
+use crate::{ClientOptions, Endpoint, Ledger, LlmError, OpenAiClient};
 
 /// The llama-cpp-python release whose llama.cpp `scripts/fetch-llm` builds.
 const LLAMA_BUILD: &str = "llama-server-0.3.36";
@@ -39,6 +39,15 @@ fn located(var: &str, default: PathBuf) -> Result<PathBuf, LlmError> {
 }
 
 impl LocalServer {
+    /// A client for this server with default options and a ledger of its own.
+    pub fn client(&self) -> Result<OpenAiClient, LlmError> {
+        OpenAiClient::new(
+            self.endpoint.clone(),
+            ClientOptions::default(),
+            Ledger::default(),
+        )
+    }
+
     /// Starts the cached `llama-server` with the cached SmolLM2 (or the ones the environment
     /// names) and waits until it answers.
     pub fn from_cache() -> Result<Self, LlmError> {

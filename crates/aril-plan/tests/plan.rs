@@ -2,7 +2,7 @@
 //! repaired once and then reported, and one real-model plan (`llama-server` + SmolLM2 from
 //! `scripts/fetch-llm`).
 
-use aril_llm::{ClientOptions, Ledger, LlmError, LocalServer, OpenAiClient, Purpose, Scripted};
+use aril_llm::{LlmError, LocalServer, Purpose, Scripted};
 use aril_plan::{Plan, PlanConfig, Want, plan_question};
 use chrono::{TimeZone, Utc};
 use serde_json::json;
@@ -122,12 +122,7 @@ fn the_offline_plan_is_the_question_over_both_unit_kinds() {
 #[test]
 fn a_real_model_returns_a_plan_that_passes_every_check() {
     let server = LocalServer::from_cache().unwrap_or_else(|e| panic!("{e}"));
-    let client = OpenAiClient::new(
-        server.endpoint().clone(),
-        ClientOptions::default(),
-        Ledger::default(),
-    )
-    .unwrap();
+    let client = server.client().unwrap();
     let config = PlanConfig {
         max_paths: 2,
         ..Default::default()

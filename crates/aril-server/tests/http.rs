@@ -558,15 +558,13 @@ async fn the_openapi_document_is_served_and_matches_the_routes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn closed_segments_become_cards_in_the_background_while_requests_are_served() {
-    use aril_engine::llm::{ClientOptions, Ledger, LocalServer, OpenAiClient};
+    use aril_engine::llm::LocalServer;
     use aril_server::Consolidator;
     use std::sync::{Arc, Mutex};
     // Both use blocking HTTP: they are made outside the async runtime.
     let (_llm, model) = std::thread::spawn(|| {
         let llm = LocalServer::from_cache().unwrap_or_else(|e| panic!("{e}"));
-        let endpoint = llm.endpoint().clone();
-        let model =
-            OpenAiClient::new(endpoint, ClientOptions::default(), Ledger::default()).unwrap();
+        let model = llm.client().unwrap();
         (llm, model)
     })
     .join()
