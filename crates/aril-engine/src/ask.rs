@@ -28,7 +28,7 @@ use crate::{Engine, EngineError};
 const DEFAULT_K: usize = 12;
 /// o200k tokens of context by default.
 pub const DEFAULT_BUDGET: usize = 2000;
-/// Candidates each list of a path contributes.
+/// Candidates each list of a path contributes at least (twice `k` when that is more).
 const PER_LIST: usize = 30;
 /// Cards this similar (best chunk cosine) are near-duplicates; the better-ranked one stays.
 const NEAR_DUPLICATE: f32 = 0.95;
@@ -142,8 +142,9 @@ impl Engine {
         let (plan, plan_note, cost) = self.plan(question, asked_at, planner)?;
         let filter = &request.filter;
         let mut path_lists: Vec<Vec<Unit>> = Vec::with_capacity(plan.paths.len());
+        let per_list = PER_LIST.max(2 * k);
         for path in &plan.paths {
-            let lists = self.path_lists(filter, path)?;
+            let lists = self.path_lists(filter, path, per_list)?;
             let views: Vec<(&[(Unit, usize)], f32)> =
                 lists.iter().map(|l| (l.as_slice(), 1.0)).collect();
             let fused = rrf_ranked(&views, self.config.recall.rrf_k);
@@ -326,12 +327,13 @@ impl Engine {
         &mut self,
         filter: &ScopeFilter,
         path: &PlanPath,
+        per_list: usize,
     ) -> Result<Vec<RankedList>, EngineError> {
         let mut lists: Vec<RankedList> = Vec::new();
         if path.wants.contains(&Want::Turns) {
             let candidates = self.hybrid_candidates(filter, &path.query)?;
             let mut turns: RankedList = Vec::new();
-            for (rank, c) in candidates.iter().take(PER_LIST).enumerate() {
+            for (rank, c) in candidates.iter().take(per_list).enumerate() {
                 for t in &c.turns {
                     turns.push((Unit::Turn(t.id.clone()), rank + 1));
                 }
@@ -381,7 +383,7 @@ impl Engine {
             let as_list = |ids: Vec<CardId>| -> RankedList {
                 ids.into_iter()
                     .filter(|id| current(id))
-                    .take(PER_LIST)
+                    .take(per_list)
                     .zip(1..)
                     .map(|(id, r)| (Unit::Card(id), r))
                     .collect()
@@ -389,11 +391,11 @@ impl Engine {
             let hits = |hits: Vec<aril_index::Hit>| -> Vec<CardId> {
                 hits.into_iter().map(|h| CardId(h.id)).collect()
             };
-            lists.push(as_list(hits(index.dense(filter, &qv, PER_LIST))));
+            lists.push(as_list(hits(index.dense(filter, &qv, per_list))));
             lists.push(as_list(hits(index.lexical(
                 filter,
                 &lexical_query,
-                PER_LIST,
+                per_list,
             )?)));
             lists.push(as_list(structured));
             // Newest first: the store lists in store order.
