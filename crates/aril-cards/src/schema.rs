@@ -1,6 +1,7 @@
 //! The JSON schema of the encoder's reply, built per segment: turn and card labels are enumerated,
 //! strings and arrays are bounded (a small model without bounds repeats until `max_tokens`).
 
+use aril_llm::bounded_strings;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -59,10 +60,6 @@ pub(crate) struct AliasOut {
 /// Labels `P1…Pn`.
 pub(crate) fn labels(prefix: char, n: usize) -> Vec<String> {
     (1..=n).map(|i| format!("{prefix}{i}")).collect()
-}
-
-fn bounded_strings(max_len: usize, max_items: usize) -> Value {
-    json!({"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": max_len}, "maxItems": max_items})
 }
 
 /// The schema for a segment of `turns` turns with `recent` recent cards, at most `max_cards` cards.

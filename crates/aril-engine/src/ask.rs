@@ -330,8 +330,9 @@ impl Engine {
         per_list: usize,
     ) -> Result<Vec<RankedList>, EngineError> {
         let mut lists: Vec<RankedList> = Vec::new();
+        let qv = self.embed_query(&path.query)?;
         if path.wants.contains(&Want::Turns) {
-            let candidates = self.hybrid_candidates(filter, &path.query)?;
+            let candidates = self.hybrid_candidates(filter, &path.query, &qv)?;
             let mut turns: RankedList = Vec::new();
             for (rank, c) in candidates.iter().take(per_list).enumerate() {
                 for t in &c.turns {
@@ -377,7 +378,6 @@ impl Engine {
                 lexical_query.push(' ');
                 lexical_query.push_str(extra);
             }
-            let qv = self.embed_query(&path.query)?;
             let index = self.card_index(&filter.user_id)?;
             let current = |id: &CardId| index.cards.contains_key(id);
             let as_list = |ids: Vec<CardId>| -> RankedList {

@@ -8,7 +8,7 @@ use aril_store::{Embedding, StoredChunk};
 use crate::{Engine, EngineError};
 
 /// Model chunks as the store keeps them.
-pub(crate) fn stored_chunks(chunks: Vec<aril_embed::Chunk>) -> Vec<StoredChunk> {
+pub fn stored_chunks(chunks: Vec<aril_embed::Chunk>) -> Vec<StoredChunk> {
     chunks
         .into_iter()
         .map(|c| StoredChunk {

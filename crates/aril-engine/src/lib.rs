@@ -43,6 +43,7 @@ pub use config::{Config, RecallConfig, SegmentUse, SegmentVectors};
 pub use consolidate::{
     ConsolidateOptions, ConsolidateReport, EncodeAttempt, EncodeJob, EncodeOutcome,
 };
+pub use embedding::stored_chunks;
 pub use error::EngineError;
 pub use ingest::{IngestOptions, IngestReport, Progress};
 pub use input::{TurnDefaults, TurnIn, parse_time};

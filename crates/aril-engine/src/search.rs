@@ -87,7 +87,8 @@ impl Engine {
         if k == 0 {
             return Err(aril_core::InvalidInput("k must be at least 1".into()).into());
         }
-        let candidates = self.hybrid_candidates(&request.filter, query)?;
+        let qv = self.embed_query(query)?;
+        let candidates = self.hybrid_candidates(&request.filter, query, &qv)?;
         // Each turn costs its rendered tokens plus the newline that joins it to the next.
         let mut cost: HashMap<TurnId, usize> = HashMap::new();
         let units: Vec<Vec<(TurnId, usize)>> = candidates
@@ -155,24 +156,24 @@ impl Engine {
         Ok(qv)
     }
 
-    /// The four ranked lists of the LLM-free recall, fused and resolved to their current turns,
-    /// best first.
+    /// The four ranked lists of the LLM-free recall for `query` (embedded as `qv`), fused and
+    /// resolved to their current turns, best first.
     pub(crate) fn hybrid_candidates(
         &mut self,
         filter: &ScopeFilter,
         query: &str,
+        qv: &[f32],
     ) -> Result<Vec<Candidate>, EngineError> {
         let embedder = self.embedder()?;
         if !self.vectors.has_user(&filter.user_id) {
             let units = self.store.unit_vectors(embedder.name(), &filter.user_id)?;
             self.vectors.load_user(&filter.user_id, units);
         }
-        let qv = self.embed_query(query)?;
 
         let r = &self.config.recall;
         let c = r.candidates;
-        let dense_turns = self.vectors.search(filter, &qv, c, &[UnitKind::Turn]);
-        let dense_segments = self.vectors.search(filter, &qv, c, &[UnitKind::Segment]);
+        let dense_turns = self.vectors.search(filter, qv, c, &[UnitKind::Turn]);
+        let dense_segments = self.vectors.search(filter, qv, c, &[UnitKind::Segment]);
         let lexical_turns = self.lexical.search(filter, query, c, &[UnitKind::Turn])?;
         let lexical_segments = self
             .lexical

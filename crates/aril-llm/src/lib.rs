@@ -22,5 +22,5 @@ pub use error::LlmError;
 pub use local::LocalServer;
 #[cfg(feature = "scripted")]
 pub use scripted::Scripted;
-pub use structured::{JsonSpec, Structured, complete_json};
+pub use structured::{JsonSpec, Structured, bounded_strings, complete_json};
 pub use usage::{CallRecord, Ledger, Purpose, Totals};

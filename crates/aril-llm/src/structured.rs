@@ -25,6 +25,12 @@ pub struct Structured<T> {
     pub calls: u32,
 }
 
+/// The schema of an array of at most `max_items` non-empty strings of at most `max_len`
+/// characters: bounds keep a small model from repeating until `max_tokens`.
+pub fn bounded_strings(max_len: usize, max_items: usize) -> Value {
+    serde_json::json!({"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": max_len}, "maxItems": max_items})
+}
+
 /// Asks `model` for JSON following `spec`, validates it, and repairs once. `check` adds the
 /// caller's own rules; its error message is shown to the model in the repair round.
 pub fn complete_json<T: DeserializeOwned>(

@@ -1,5 +1,6 @@
 //! The JSON schema of the planner's reply: bounded strings and arrays, dates as `YYYY-MM-DD`.
 
+use aril_llm::bounded_strings;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -20,10 +21,6 @@ pub(crate) struct PathOut {
     pub from: Option<String>,
     pub to: Option<String>,
     pub units: Vec<String>,
-}
-
-fn bounded_strings(max_len: usize, max_items: usize) -> Value {
-    json!({"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": max_len}, "maxItems": max_items})
 }
 
 /// The schema for at most `max_paths` paths.

@@ -68,16 +68,7 @@ impl Embeddings {
         let out = self.through_cache("chunked", texts, |missing| {
             Ok(embed_chunked(self.model.as_ref(), missing)?
                 .into_iter()
-                .map(|t| {
-                    t.chunks
-                        .into_iter()
-                        .map(|c| StoredChunk {
-                            start: c.start as u32,
-                            end: c.end as u32,
-                            vector: c.vector,
-                        })
-                        .collect()
-                })
+                .map(|t| aril_engine::stored_chunks(t.chunks))
                 .collect())
         })?;
         Ok(out
