@@ -1,6 +1,9 @@
 //! A local OpenAI-compatible server: llama.cpp's `llama-server` on a loopback port, serving a GGUF
 //! model, stopped when dropped. `scripts/fetch-llm` builds the server and fetches SmolLM2 into
 //! the cache this module looks in; `ARIL_LLAMA_SERVER` and `ARIL_LLAMA_MODEL` point elsewhere.
+//!
+//! Two servers on one small machine slow each other down many times over (their threads spin), so
+//! tests that start one run one at a time: `.config/nextest.toml` groups them by name.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
