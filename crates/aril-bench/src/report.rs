@@ -9,6 +9,8 @@ pub struct Cost {
     pub llm_calls: u64,
     pub llm_tokens_in: u64,
     pub llm_tokens_out: u64,
+    /// The same calls' prompts and replies in o200k tokens, comparable across models.
+    pub llm_tokens_o200k: u64,
     /// Texts sent through the embedding model (cache misses).
     pub embedded_texts: usize,
     /// o200k tokens of the top 10 units, averaged over questions.

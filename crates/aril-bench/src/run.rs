@@ -179,6 +179,7 @@ pub fn run(
             llm_calls: llm.llm_calls,
             llm_tokens_in: llm.prompt_tokens,
             llm_tokens_out: llm.completion_tokens,
+            llm_tokens_o200k: llm.o200k_tokens,
         },
         rankings: per_question,
     })

@@ -100,12 +100,19 @@ pub fn stats(engine: &Engine, cmd: &StatsCmd) -> anyhow::Result<()> {
     }
     for u in &stats.llm {
         println!(
-            "LLM {:<8}        {} calls to {}: {} prompt + {} completion tokens, {:.1} s{}",
+            "LLM {:<8}        {} calls to {}: {} prompt + {} completion tokens ({} + {} in o200k{}), {:.1} s{}",
             u.purpose,
             u.calls,
             u.model,
             u.prompt_tokens,
             u.completion_tokens,
+            u.prompt_o200k,
+            u.completion_o200k,
+            if u.o200k_calls < u.calls {
+                format!(", {} older calls without", u.calls - u.o200k_calls)
+            } else {
+                String::new()
+            },
             u.latency_ms as f64 / 1000.0,
             if u.counted_locally > 0 {
                 format!(" ({} counted locally, o200k)", u.counted_locally)

@@ -53,6 +53,8 @@ pub struct CallCost {
     pub llm_calls: u64,
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
+    /// The same calls in o200k tokens (prompt + reply), comparable across models.
+    pub o200k_tokens: u64,
 }
 
 impl CallCost {
@@ -62,6 +64,10 @@ impl CallCost {
             llm_calls: records.len() as u64,
             prompt_tokens: records.iter().map(|r| r.prompt_tokens).sum(),
             completion_tokens: records.iter().map(|r| r.completion_tokens).sum(),
+            o200k_tokens: records
+                .iter()
+                .map(|r| r.prompt_o200k + r.completion_o200k)
+                .sum(),
         }
     }
 
@@ -69,6 +75,7 @@ impl CallCost {
         self.llm_calls += other.llm_calls;
         self.prompt_tokens += other.prompt_tokens;
         self.completion_tokens += other.completion_tokens;
+        self.o200k_tokens += other.o200k_tokens;
     }
 }
 
@@ -103,6 +110,8 @@ impl Engine {
                 prompt_tokens: r.prompt_tokens,
                 completion_tokens: r.completion_tokens,
                 counted_locally: r.counted_locally,
+                prompt_o200k: r.prompt_o200k,
+                completion_o200k: r.completion_o200k,
                 latency_ms: r.latency_ms,
                 attempts: r.attempts,
             })

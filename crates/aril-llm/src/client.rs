@@ -285,6 +285,16 @@ impl OpenAiClient {
     }
 }
 
+/// A call's prompt (its messages) and reply in o200k tokens.
+pub(crate) fn o200k_counts(request: &ChatRequest, reply: &str) -> (u64, u64) {
+    let prompt = request
+        .messages
+        .iter()
+        .map(|m| tokens::count(&m.content) as u64)
+        .sum();
+    (prompt, tokens::count(reply) as u64)
+}
+
 /// Error bodies are shown, not dumped.
 fn truncate(text: &str) -> String {
     let mut t: String = text.chars().take(500).collect();
@@ -355,17 +365,10 @@ impl ChatModel for OpenAiClient {
             let usage = completion
                 .usage
                 .and_then(|u| Some((u.prompt_tokens?, u.completion_tokens?)));
+            let (prompt_o200k, completion_o200k) = o200k_counts(request, &content);
             let (prompt_tokens, completion_tokens, counted_locally) = match usage {
                 Some((p, c)) => (p, c, false),
-                None => (
-                    request
-                        .messages
-                        .iter()
-                        .map(|m| tokens::count(&m.content) as u64)
-                        .sum(),
-                    tokens::count(&content) as u64,
-                    true,
-                ),
+                None => (prompt_o200k, completion_o200k, true),
             };
             let record = CallRecord {
                 purpose,
@@ -373,6 +376,8 @@ impl ChatModel for OpenAiClient {
                 prompt_tokens,
                 completion_tokens,
                 counted_locally,
+                prompt_o200k,
+                completion_o200k,
                 latency_ms: started.elapsed().as_millis() as u64,
                 attempts: total_attempts,
             };

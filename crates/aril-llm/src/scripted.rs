@@ -47,6 +47,7 @@ impl ChatModel for Scripted {
             .ok()
             .and_then(|mut r| r.pop_front())
             .unwrap_or_default();
+        let (prompt_o200k, completion_o200k) = crate::client::o200k_counts(request, &content);
         Ok(ChatReply {
             content,
             finish_reason: Some("stop".into()),
@@ -56,6 +57,8 @@ impl ChatModel for Scripted {
                 prompt_tokens: 1,
                 completion_tokens: 1,
                 counted_locally: false,
+                prompt_o200k,
+                completion_o200k,
                 latency_ms: 0,
                 attempts: 1,
             },

@@ -24,6 +24,11 @@ pub struct CallRecord {
     pub completion_tokens: u64,
     /// True when the server sent no `usage` and the tokens were counted here (o200k).
     pub counted_locally: bool,
+    /// The prompt's tokens under the o200k tokenizer, whatever the model's own tokenizer: runs
+    /// with different models compare on these.
+    pub prompt_o200k: u64,
+    /// The reply's tokens under the o200k tokenizer.
+    pub completion_o200k: u64,
     pub latency_ms: u64,
     /// HTTP attempts it took (1 without retries).
     pub attempts: u32,

@@ -176,6 +176,9 @@ fn a_valid_reply_is_accepted_and_accounted_with_the_servers_usage() {
         (11, 7)
     );
     assert!(!calls[0].counted_locally);
+    // The o200k counts are the prompt and reply as this side sees them, not the server's figures.
+    assert!(calls[0].prompt_o200k > 0 && calls[0].completion_o200k > 0);
+    assert_ne!(calls[0].prompt_o200k, 11);
 }
 
 #[test]
@@ -188,6 +191,10 @@ fn without_usage_tokens_are_counted_locally() {
     assert!(
         call.prompt_tokens > 0 && call.completion_tokens > 0,
         "{call:?}"
+    );
+    assert_eq!(
+        (call.prompt_tokens, call.completion_tokens),
+        (call.prompt_o200k, call.completion_o200k)
     );
 }
 

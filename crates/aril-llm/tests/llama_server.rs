@@ -72,6 +72,8 @@ fn a_real_server_enforces_the_schema_and_reports_usage() {
     for c in &calls {
         assert!(!c.counted_locally, "llama-server reports usage");
         assert!(c.prompt_tokens > 0 && c.completion_tokens > 0, "{c:?}");
+        // o200k counts are kept beside the server's own, whatever its tokenizer.
+        assert!(c.prompt_o200k > 0 && c.completion_o200k > 0, "{c:?}");
     }
     assert_eq!(client.ledger().totals(Some(Purpose::Answer)).calls, 1);
 }

@@ -10,7 +10,8 @@ pub(crate) fn record(conn: &mut Connection, calls: &[LlmCall]) -> Result<(), Sto
     {
         let mut row = tx.prepare_cached(
             "INSERT INTO llm_calls (at, purpose, model, prompt_tokens, completion_tokens, \
-             counted_locally, latency_ms, attempts) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+             counted_locally, latency_ms, attempts, prompt_o200k, completion_o200k) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
         )?;
         for c in calls {
             row.execute(params![
@@ -22,6 +23,8 @@ pub(crate) fn record(conn: &mut Connection, calls: &[LlmCall]) -> Result<(), Sto
                 c.counted_locally,
                 c.latency_ms as i64,
                 c.attempts,
+                c.prompt_o200k as i64,
+                c.completion_o200k as i64,
             ])?;
         }
     }
@@ -32,7 +35,8 @@ pub(crate) fn record(conn: &mut Connection, calls: &[LlmCall]) -> Result<(), Sto
 pub(crate) fn usage(conn: &Connection) -> Result<Vec<LlmUsage>, StoreError> {
     let mut stmt = conn.prepare(
         "SELECT purpose, model, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens), \
-         SUM(counted_locally), SUM(latency_ms) FROM llm_calls \
+         SUM(counted_locally), SUM(latency_ms), COALESCE(SUM(prompt_o200k), 0), \
+         COALESCE(SUM(completion_o200k), 0), COUNT(prompt_o200k) FROM llm_calls \
          GROUP BY purpose, model ORDER BY purpose, model",
     )?;
     let rows = stmt
@@ -45,6 +49,9 @@ pub(crate) fn usage(conn: &Connection) -> Result<Vec<LlmUsage>, StoreError> {
                 completion_tokens: r.get::<_, i64>(4)? as u64,
                 counted_locally: r.get::<_, i64>(5)? as u64,
                 latency_ms: r.get::<_, i64>(6)? as u64,
+                prompt_o200k: r.get::<_, i64>(7)? as u64,
+                completion_o200k: r.get::<_, i64>(8)? as u64,
+                o200k_calls: r.get::<_, i64>(9)? as u64,
             })
         })?
         .collect::<Result<Vec<_>, _>>()?;

@@ -107,6 +107,9 @@ pub struct LlmCall {
     pub completion_tokens: u64,
     /// True when the server sent no `usage` and the tokens were counted locally (o200k).
     pub counted_locally: bool,
+    /// Prompt and reply in o200k tokens, so runs with different models compare.
+    pub prompt_o200k: u64,
+    pub completion_o200k: u64,
     pub latency_ms: u64,
     pub attempts: u32,
 }
@@ -121,6 +124,11 @@ pub struct LlmUsage {
     pub completion_tokens: u64,
     /// Calls whose tokens were counted locally because the server reported none.
     pub counted_locally: u64,
+    /// Prompt and reply tokens under the o200k tokenizer, over the calls that have them (calls
+    /// recorded before schema 5 do not; `o200k_calls` says how many do).
+    pub prompt_o200k: u64,
+    pub completion_o200k: u64,
+    pub o200k_calls: u64,
     pub latency_ms: u64,
 }
 

@@ -5,11 +5,12 @@
 //! Version history: 1 = turns, segments, open segments, embeddings, API keys; 2 = `revisions`
 //! (memory versions); 3 = cards with their structured indexes, the consolidation queue and the
 //! encoder's state; 4 = `card_vectors` (cards' embeddings, gone with their card) and `llm_calls`
-//! (token accounting). Opening an older file upgrades it in place (the new tables start empty, and
-//! before 3 its segments are queued for consolidation).
+//! (token accounting); 5 = o200k token counts in `llm_calls` (empty for older calls). Opening an
+//! older file upgrades it in place (the new tables start empty, and before 3 its segments are
+//! queued for consolidation).
 
 /// The schema this build reads and writes. A store with a higher version is refused.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 pub(crate) const SCHEMA: &str = r#"
 CREATE TABLE IF NOT EXISTS meta (
@@ -169,6 +170,8 @@ CREATE TABLE IF NOT EXISTS llm_calls (
     completion_tokens INTEGER NOT NULL,
     counted_locally   INTEGER NOT NULL,
     latency_ms        INTEGER NOT NULL,
+    prompt_o200k      INTEGER,
+    completion_o200k  INTEGER,
     attempts          INTEGER NOT NULL
 );
 CREATE TABLE IF NOT EXISTS api_keys (

@@ -70,6 +70,14 @@ impl SqliteStore {
             });
         }
         conn.execute_batch(SCHEMA).map_err(open_err)?;
+        if found == Some(4) {
+            // Version 4 created `llm_calls` without the o200k counts.
+            conn.execute_batch(
+                "ALTER TABLE llm_calls ADD COLUMN prompt_o200k INTEGER;
+                 ALTER TABLE llm_calls ADD COLUMN completion_o200k INTEGER;",
+            )
+            .map_err(open_err)?;
+        }
         if found.is_some_and(|v| v < 3) {
             // Segments closed before cards existed wait for consolidation like new ones.
             conn.execute(

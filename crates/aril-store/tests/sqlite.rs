@@ -516,6 +516,8 @@ fn llm_calls_are_summed_by_purpose_and_model_and_survive_reopen() {
         prompt_tokens: prompt,
         completion_tokens: 10,
         counted_locally: local,
+        prompt_o200k: prompt / 2,
+        completion_o200k: 8,
         latency_ms: 5,
         attempts: 1,
     };
@@ -539,7 +541,34 @@ fn llm_calls_are_summed_by_purpose_and_model_and_survive_reopen() {
     );
     assert_eq!(usage[0].counted_locally, 1);
     assert_eq!(
+        (
+            usage[0].prompt_o200k,
+            usage[0].completion_o200k,
+            usage[0].o200k_calls
+        ),
+        (75, 16, 2)
+    );
+    assert_eq!(
         (usage[1].purpose.as_str(), usage[1].prompt_tokens),
         ("plan", 7)
+    );
+    // A version-4 file (calls without o200k counts) is upgraded in place: its calls are kept and
+    // counted as calls without o200k figures.
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute_batch(
+        "ALTER TABLE llm_calls DROP COLUMN prompt_o200k;
+         ALTER TABLE llm_calls DROP COLUMN completion_o200k;
+         UPDATE meta SET value = '4' WHERE key = 'schema_version';",
+    )
+    .unwrap();
+    drop(conn);
+    let mut store = SqliteStore::open(&path).unwrap();
+    store.record_llm_calls(&[call("plan", 9, false)]).unwrap();
+    let usage = store.llm_usage().unwrap();
+    assert_eq!(usage[0].calls, 2);
+    assert_eq!(usage[0].o200k_calls, 0);
+    assert_eq!(
+        (usage[1].calls, usage[1].o200k_calls, usage[1].prompt_o200k),
+        (2, 1, 4)
     );
 }

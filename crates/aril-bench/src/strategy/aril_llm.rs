@@ -139,7 +139,7 @@ impl Strategy for AriLlm {
     }
 
     fn llm_cost(&self) -> CallCost {
-        let mut cost = self.construction().unwrap_or_default();
+        let (mut cost, _) = self.construction().unwrap_or_default();
         cost.add(self.query_cost);
         cost
     }
@@ -162,7 +162,7 @@ impl Strategy for AriLlm {
                 }
             }
         }
-        let construction = self.construction().unwrap_or_default();
+        let (construction, o200k_missing) = self.construction().unwrap_or_default();
         let per = |n: u64| n as f64 / self.haystacks.max(1) as f64;
         json!({
             "encoder": self.encoder.model(),
@@ -181,11 +181,15 @@ impl Strategy for AriLlm {
                 "completion_tokens": construction.completion_tokens,
                 "calls_per_haystack": per(construction.llm_calls),
                 "tokens_per_haystack": per(construction.prompt_tokens + construction.completion_tokens),
+                "o200k_tokens": construction.o200k_tokens,
+                "o200k_tokens_per_haystack": per(construction.o200k_tokens),
+                "calls_without_o200k": o200k_missing,
             },
             "query": {
                 "calls": self.query_cost.llm_calls,
                 "prompt_tokens": self.query_cost.prompt_tokens,
                 "completion_tokens": self.query_cost.completion_tokens,
+                "o200k_tokens": self.query_cost.o200k_tokens,
                 "plan_fallbacks": self.plan_fallbacks,
             },
         })
@@ -193,17 +197,21 @@ impl Strategy for AriLlm {
 }
 
 impl AriLlm {
-    /// Every encoder call the data directory has paid for.
-    fn construction(&self) -> Option<CallCost> {
+    /// Every encoder call the data directory has paid for, and how many of them were recorded
+    /// without o200k counts (before schema 5).
+    fn construction(&self) -> Option<(CallCost, u64)> {
         let usage = self.aril.engine_ref().llm_usage().ok()?;
         let mut cost = CallCost::default();
+        let mut missing = 0;
         for u in usage.iter().filter(|u| u.purpose == "encode") {
             cost.add(CallCost {
                 llm_calls: u.calls,
                 prompt_tokens: u.prompt_tokens,
                 completion_tokens: u.completion_tokens,
+                o200k_tokens: u.prompt_o200k + u.completion_o200k,
             });
+            missing += u.calls - u.o200k_calls;
         }
-        Some(cost)
+        Some((cost, missing))
     }
 }
