@@ -25,6 +25,18 @@ pub struct Gold {
     pub unresolvable: usize,
     /// LoCoMo category (1-5), 0 elsewhere.
     pub category: u8,
+    /// The gold answer as text (a number becomes its digits; LoCoMo's adversarial questions,
+    /// which have none, get an empty one). LongMemEval's preference questions hold a rubric.
+    pub answer: String,
+}
+
+/// A gold answer field as text: strings as they are, numbers and other values as JSON.
+fn answer_text(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Null => String::new(),
+        other => other.to_string(),
+    }
 }
 
 fn read<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, BenchError> {
@@ -38,6 +50,8 @@ pub fn longmemeval(path: &Path) -> Result<HashMap<String, Gold>, BenchError> {
     struct Q {
         question_id: String,
         question_type: String,
+        #[serde(default)]
+        answer: serde_json::Value,
         answer_session_ids: Vec<String>,
         haystack_session_ids: Vec<String>,
         haystack_sessions: Vec<Vec<M>>,
@@ -70,6 +84,7 @@ pub fn longmemeval(path: &Path) -> Result<HashMap<String, Gold>, BenchError> {
                 answer_sessions: q.answer_session_ids,
                 official_sessions: official,
                 abstention: q.question_id.ends_with("_abs"),
+                answer: answer_text(&q.answer),
                 ..Gold::default()
             };
             (q.question_id, gold)
@@ -123,6 +138,8 @@ pub fn locomo(path: &Path) -> Result<HashMap<String, Gold>, BenchError> {
         #[serde(default)]
         evidence: Vec<String>,
         category: u8,
+        #[serde(default)]
+        answer: serde_json::Value,
     }
     let samples: Vec<Sample> = read(path)?;
     let mut out = HashMap::new();
@@ -151,6 +168,7 @@ pub fn locomo(path: &Path) -> Result<HashMap<String, Gold>, BenchError> {
                     category: q.category,
                     evidence,
                     unresolvable,
+                    answer: answer_text(&q.answer),
                     ..Gold::default()
                 },
             );
@@ -165,6 +183,13 @@ pub fn hotpotqa(path: &Path) -> Result<HashMap<String, Gold>, BenchError> {
     struct Line {
         question_id: String,
         contexts: Vec<P>,
+        #[serde(default)]
+        answers_objects: Vec<AnswerObject>,
+    }
+    #[derive(Deserialize)]
+    struct AnswerObject {
+        #[serde(default)]
+        spans: Vec<String>,
     }
     #[derive(Deserialize)]
     struct P {
@@ -190,6 +215,13 @@ pub fn hotpotqa(path: &Path) -> Result<HashMap<String, Gold>, BenchError> {
             l.question_id,
             Gold {
                 answer_sessions: supporting,
+                answer: l
+                    .answers_objects
+                    .iter()
+                    .flat_map(|a| a.spans.iter())
+                    .next()
+                    .cloned()
+                    .unwrap_or_default(),
                 ..Gold::default()
             },
         );

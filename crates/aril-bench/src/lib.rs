@@ -13,12 +13,13 @@
 pub mod data;
 pub mod gold;
 pub mod metrics;
+pub mod qa;
 mod report;
 mod run;
 pub mod score;
 pub mod strategy;
 
-pub use report::{BenchReport, Cost, QuestionRanking};
+pub use report::{BenchReport, Cost, QaCost, QuestionRanking};
 pub use run::{BenchOptions, Benchmark, run};
 
 /// Errors of a benchmark run.
@@ -42,6 +43,10 @@ pub enum BenchError {
     Index(#[from] aril_index::IndexError),
     #[error(transparent)]
     Engine(#[from] aril_engine::EngineError),
+    #[error(
+        "interrupted while writing cards; the cards written so far are kept: run the same command again to go on"
+    )]
+    Interrupted,
     #[error("{what}: {source}")]
     Io {
         what: String,

@@ -19,6 +19,47 @@ pub struct Cost {
     pub ingest_s: f64,
     pub query_ms_p50: f64,
     pub query_ms_p99: f64,
+    /// The answerer's calls (`--answer`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub answer: Option<QaCost>,
+    /// The judge's calls (`--judge`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub judge: Option<QaCost>,
+}
+
+/// What answering or judging cost, in total and per question.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct QaCost {
+    pub llm_calls: u64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    /// Prompt + reply in o200k tokens, comparable with the paper's tokens per question.
+    pub o200k_tokens: u64,
+    pub o200k_tokens_per_question: f64,
+    /// Context the answerer read, o200k tokens per question (answers only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context_tokens_per_question: Option<f64>,
+}
+
+impl QaCost {
+    /// The cost of calls spread over `answers` (empty for the judge: per question then means per
+    /// call).
+    pub fn new(cost: aril_engine::CallCost, answers: &[crate::qa::Answer]) -> Self {
+        let n = if answers.is_empty() {
+            cost.llm_calls.max(1) as f64
+        } else {
+            answers.len() as f64
+        };
+        Self {
+            llm_calls: cost.llm_calls,
+            prompt_tokens: cost.prompt_tokens,
+            completion_tokens: cost.completion_tokens,
+            o200k_tokens: cost.o200k_tokens,
+            o200k_tokens_per_question: cost.o200k_tokens as f64 / n,
+            context_tokens_per_question: (!answers.is_empty())
+                .then(|| answers.iter().map(|a| a.context_tokens).sum::<usize>() as f64 / n),
+        }
+    }
 }
 
 /// One benchmark run of one strategy.
@@ -45,6 +86,9 @@ pub struct BenchReport {
 pub struct QuestionRanking {
     pub question_id: String,
     pub retrieved_ids: Vec<String>,
+    /// The answer and its scores (`--answer`).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub qa: Option<crate::qa::QuestionQa>,
 }
 
 impl BenchReport {
@@ -90,6 +134,18 @@ impl BenchReport {
             c.context_tokens_per_query,
             c.llm_calls
         ));
+        for (what, cost) in [("answer", &c.answer), ("judge", &c.judge)] {
+            if let Some(q) = cost {
+                out.push_str(&format!(
+                    "  {what}: {} calls, {:.0} o200k tokens per question{}\n",
+                    q.llm_calls,
+                    q.o200k_tokens_per_question,
+                    q.context_tokens_per_question
+                        .map(|t| format!(" ({t:.0} of context)"))
+                        .unwrap_or_default()
+                ));
+            }
+        }
         out
     }
 }

@@ -9,9 +9,9 @@ use std::time::Instant;
 use aril_core::tokens;
 use aril_embed::Embedder;
 
-use crate::report::{BenchReport, Cost, QuestionRanking};
+use crate::report::{BenchReport, Cost, QaCost, QuestionRanking};
 use crate::strategy::{self, Embeddings, Unit};
-use crate::{BenchError, data, gold, score};
+use crate::{BenchError, data, gold, qa, score};
 
 /// The benchmarks `aril bench` knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,6 +45,8 @@ pub struct BenchOptions {
     pub engine: aril_engine::Config,
     /// Models of the `aril-llm` strategy.
     pub models: strategy::BenchModels,
+    /// Answer each question (and judge the answers) when set.
+    pub qa: Option<qa::QaOptions>,
 }
 
 /// Units each strategy returns per question: enough for 4k-token budgets and 10 distinct sessions.
@@ -108,6 +110,7 @@ pub fn run(
     let mut ingest_s = 0.0;
     let mut latencies = Vec::with_capacity(cases.len());
     let mut context_tokens = 0usize;
+    let mut answers: Vec<qa::Answer> = Vec::new();
     let mut indexed: Option<String> = None;
     let total = cases.len();
     for (done, case) in cases.iter().enumerate() {
@@ -128,18 +131,39 @@ pub fn run(
             .take(10)
             .map(|u| tokens::count(&u.text))
             .sum::<usize>();
+        if let Some(qa) = &options.qa {
+            let (context, n) = qa::answer_context(case, &units, qa.context_budget);
+            answers.push(qa::answer(qa.answerer.as_ref(), case, &context, n));
+        }
         rankings.push(units);
         progress(done + 1, total);
     }
     let cases = &cases[..rankings.len()];
-    // Gold is read only now, after every ranking is fixed.
-    let scores = match options.benchmark {
-        Benchmark::LongMemEval => {
-            score::longmemeval(cases, &rankings, &gold::longmemeval(&options.data)?)
-        }
-        Benchmark::Locomo => score::locomo(cases, &rankings, &gold::locomo(&options.data)?),
-        Benchmark::HotpotQa => score::hotpotqa(cases, &rankings, &gold::hotpotqa(&options.data)?),
+    // Gold is read only now, after every ranking and answer is fixed.
+    let gold = match options.benchmark {
+        Benchmark::LongMemEval => gold::longmemeval(&options.data)?,
+        Benchmark::Locomo => gold::locomo(&options.data)?,
+        Benchmark::HotpotQa => gold::hotpotqa(&options.data)?,
     };
+    let mut scores = match options.benchmark {
+        Benchmark::LongMemEval => score::longmemeval(cases, &rankings, &gold),
+        Benchmark::Locomo => score::locomo(cases, &rankings, &gold),
+        Benchmark::HotpotQa => score::hotpotqa(cases, &rankings, &gold),
+    };
+    let qa_scores = options.qa.as_ref().map(|qa| {
+        qa::score(
+            options.benchmark,
+            cases,
+            &answers,
+            &gold,
+            qa.judge.as_deref(),
+            progress,
+            cancel,
+        )
+    });
+    if let Some(q) = &qa_scores {
+        merge_qa(&mut scores, q);
+    }
     latencies.sort_by(|a, b| a.total_cmp(b));
     let llm = strategy.llm_cost();
     let mut notes = scores.notes;
@@ -152,11 +176,22 @@ pub fn run(
     let per_question = cases
         .iter()
         .zip(&rankings)
-        .map(|(c, units)| QuestionRanking {
+        .enumerate()
+        .map(|(i, (c, units))| QuestionRanking {
             question_id: c.id.clone(),
             retrieved_ids: score::session_ranking(units).into_iter().take(10).collect(),
+            qa: qa_scores
+                .as_ref()
+                .and_then(|q| q.per_question.get(i).cloned()),
         })
         .collect();
+    let answer_cost = options.qa.as_ref().map(|_| {
+        let mut c = aril_engine::CallCost::default();
+        for a in &answers {
+            c.add(a.cost);
+        }
+        c
+    });
     Ok(BenchReport {
         benchmark: options.benchmark.name().to_string(),
         data: options
@@ -180,7 +215,42 @@ pub fn run(
             llm_tokens_in: llm.prompt_tokens,
             llm_tokens_out: llm.completion_tokens,
             llm_tokens_o200k: llm.o200k_tokens,
+            answer: answer_cost.map(|c| QaCost::new(c, &answers)),
+            judge: qa_scores
+                .as_ref()
+                .filter(|_| options.qa.as_ref().is_some_and(|q| q.judge.is_some()))
+                .map(|q| QaCost::new(q.judge_cost, &[])),
         },
         rankings: per_question,
     })
+}
+
+/// Puts the answer scores beside the retrieval ones: `qa` and `judge` groups in the headline and
+/// in each question type or category.
+fn merge_qa(scores: &mut score::Scores, qa: &qa::QaScores) {
+    if let Some(m) = scores.metrics.as_object_mut() {
+        for (k, v) in &qa.metrics {
+            m.insert(k.clone(), v.clone());
+        }
+    }
+    if let Some(groups) = scores.by_group.as_object_mut() {
+        for (name, extra) in &qa.by_group {
+            let entry = groups
+                .entry(name.clone())
+                .or_insert_with(|| serde_json::Value::Object(Default::default()));
+            if let Some(m) = entry.as_object_mut() {
+                for (k, v) in extra {
+                    m.insert(k.clone(), v.clone());
+                }
+            }
+        }
+    }
+    if !qa.judge_failures.is_empty()
+        && let Some(n) = scores.notes.as_object_mut()
+    {
+        n.insert(
+            "judge_failures".into(),
+            serde_json::json!(qa.judge_failures.iter().take(20).collect::<Vec<_>>()),
+        );
+    }
 }

@@ -13,20 +13,20 @@ use crate::strategy::Unit;
 
 /// Averages of named metrics over the questions fed to it.
 #[derive(Debug, Default, Clone)]
-struct Mean {
+pub(crate) struct Mean {
     sums: BTreeMap<String, f64>,
     n: usize,
 }
 
 impl Mean {
-    fn add(&mut self, values: &[(String, f64)]) {
+    pub(crate) fn add(&mut self, values: &[(String, f64)]) {
         self.n += 1;
         for (k, v) in values {
             *self.sums.entry(k.clone()).or_default() += v;
         }
     }
 
-    fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         let mut m = serde_json::Map::new();
         for (k, v) in &self.sums {
             m.insert(k.clone(), json!(v / self.n.max(1) as f64));

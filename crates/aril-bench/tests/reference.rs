@@ -1,19 +1,16 @@
 //! The metric code reproduces the seed-004 study's own per-question figures, and strategies see
 //! no gold: the same file with every gold field removed gives the same cases and rankings.
 
-use std::path::PathBuf;
+mod common;
+
 use std::sync::Arc;
+
+use common::{shared, small_file};
 
 use aril_bench::metrics::{fractional_recall, rankfor_ndcg};
 use aril_bench::strategy::{Embeddings, SessionDocs, Strategy};
 use aril_bench::{data, score};
 use aril_embed::{MiniLm, default_model_dir};
-
-fn shared(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/data")
-        .join(rel)
-}
 
 #[test]
 fn rankfor_metrics_match_the_published_per_question_values() {
@@ -52,40 +49,6 @@ fn rankfor_metrics_match_the_published_per_question_values() {
         }
     }
     assert_eq!(checked, 2 * 93);
-}
-
-/// The dev file cut to its first two questions and four sessions each, with or without gold.
-fn small_file(dir: &std::path::Path, strip_gold: bool) -> PathBuf {
-    let text = std::fs::read_to_string(shared("longmemeval/longmemeval_s_dev.json")).unwrap();
-    let mut all: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap();
-    all.truncate(2);
-    for q in &mut all {
-        let o = q.as_object_mut().unwrap();
-        for key in [
-            "haystack_sessions",
-            "haystack_session_ids",
-            "haystack_dates",
-        ] {
-            o.get_mut(key).unwrap().as_array_mut().unwrap().truncate(4);
-        }
-        if strip_gold {
-            for key in ["answer", "answer_session_ids", "question_type"] {
-                o.remove(key);
-            }
-            for session in o["haystack_sessions"].as_array_mut().unwrap() {
-                for m in session.as_array_mut().unwrap() {
-                    m.as_object_mut().unwrap().remove("has_answer");
-                }
-            }
-        }
-    }
-    let path = dir.join(if strip_gold {
-        "stripped.json"
-    } else {
-        "full.json"
-    });
-    std::fs::write(&path, serde_json::to_string(&all).unwrap()).unwrap();
-    path
 }
 
 #[test]

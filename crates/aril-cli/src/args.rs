@@ -148,16 +148,30 @@ pub struct BenchCmd {
     /// A file of the benchmark's official format.
     #[arg(long)]
     pub data: PathBuf,
-    /// raw-session-all, raw-session-user, seci-extract, seci-hybrid, verbatim-chunks or aril.
+    /// raw-session-all, raw-session-user, seci-extract, seci-hybrid, verbatim-chunks, aril or
+    /// aril-llm.
     #[arg(long)]
     pub strategy: String,
+    /// Answer each question from the units the strategy ranked (needs an answerer model:
+    /// ARIL_LLM_ANSWERER_* or ARIL_LLM_*) and report token F1 and BLEU-1 (LoCoMo: also its
+    /// official F1).
+    #[arg(long)]
+    pub answer: bool,
+    /// Grade the answers with a judge model too (ARIL_LLM_JUDGE_* or ARIL_LLM_*); implies
+    /// --answer.
+    #[arg(long)]
+    pub judge: bool,
+    /// o200k tokens of ranked units the answerer reads.
+    #[arg(long, default_value_t = aril_bench::qa::DEFAULT_CONTEXT_BUDGET)]
+    pub answer_budget: usize,
     /// Only the first N questions.
     #[arg(long)]
     pub limit: Option<usize>,
     /// Write the report as JSON here too.
     #[arg(long)]
     pub json: Option<PathBuf>,
-    /// Write each question's top 10 sessions here (JSON lines), to compare question by question.
+    /// Write each question's top 10 sessions (and, with --answer, its answer and scores) here as
+    /// JSON lines, to compare question by question.
     #[arg(long)]
     pub rankings: Option<PathBuf>,
     /// Embedding cache and bench data directories (default ~/.cache/aril/bench).

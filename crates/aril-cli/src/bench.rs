@@ -2,13 +2,15 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 
 use anyhow::Context;
+use aril_bench::qa::QaOptions;
 use aril_bench::strategy::BenchModels;
 use aril_bench::{BenchOptions, Benchmark};
 use aril_engine::embed::{Embedder, MiniLm, default_model_dir};
 use aril_engine::llm::{ChatModel, OpenAiClient, Role};
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
 use crate::args::{BenchCmd, BenchName, Cli};
 use crate::{models, progress};
@@ -20,10 +22,16 @@ fn default_cache_dir() -> PathBuf {
         .join(".cache/aril/bench")
 }
 
-/// The encoder and planner of `aril-llm` from the environment; other strategies need none.
-fn bench_models(cmd: &BenchCmd) -> anyhow::Result<BenchModels> {
+/// The encoder and planner of `aril-llm` from the environment (other strategies need none), with
+/// a bar for card writing under `bars` and Ctrl-C as its stop.
+fn bench_models(
+    cmd: &BenchCmd,
+    bars: &MultiProgress,
+    cancel: Arc<AtomicBool>,
+) -> anyhow::Result<BenchModels> {
     let mut models = BenchModels {
         encode: models::encode_config(&cmd.encode)?,
+        cancel,
         ..Default::default()
     };
     if cmd.strategy == "aril-llm" {
@@ -33,8 +41,37 @@ fn bench_models(cmd: &BenchCmd) -> anyhow::Result<BenchModels> {
         if models.planner.is_none() {
             eprintln!("note: no planner model configured: each question is searched as asked");
         }
+        let bar = bars.add(progress::units_bar("writing cards", "segments"));
+        models.encode_progress = Some(Arc::new(move |p| {
+            progress::update(&bar, p);
+            if p.done == p.total {
+                bar.finish_and_clear();
+            } else if bar.is_finished() {
+                bar.reset();
+            }
+        }));
     }
     Ok(models)
+}
+
+/// The answerer and judge for `--answer` / `--judge`, from the environment.
+fn qa_options(cmd: &BenchCmd) -> anyhow::Result<Option<QaOptions>> {
+    if !cmd.answer && !cmd.judge {
+        return Ok(None);
+    }
+    if cmd.answer_budget == 0 {
+        anyhow::bail!("--answer-budget must be at least 1 token");
+    }
+    let arc = |c: OpenAiClient| Arc::new(c) as Arc<dyn ChatModel>;
+    Ok(Some(QaOptions {
+        answerer: arc(models::required(Role::Answerer)?),
+        judge: if cmd.judge {
+            Some(arc(models::required(Role::Judge)?))
+        } else {
+            None
+        },
+        context_budget: cmd.answer_budget,
+    }))
 }
 
 pub fn run(cli: &Cli, cmd: &BenchCmd) -> anyhow::Result<()> {
@@ -45,6 +82,8 @@ pub fn run(cli: &Cli, cmd: &BenchCmd) -> anyhow::Result<()> {
         BenchName::Locomo => Benchmark::Locomo,
         BenchName::Hotpotqa => Benchmark::HotpotQa,
     };
+    let cancel = progress::cancel_on_ctrl_c();
+    let bars = MultiProgress::new();
     let options = BenchOptions {
         benchmark,
         data: cmd.data.clone(),
@@ -53,10 +92,10 @@ pub fn run(cli: &Cli, cmd: &BenchCmd) -> anyhow::Result<()> {
         cache_dir: cmd.cache_dir.clone().unwrap_or_else(default_cache_dir),
         model,
         engine: crate::load_config(cli)?,
-        models: bench_models(cmd)?,
+        models: bench_models(cmd, &bars, cancel.clone())?,
+        qa: qa_options(cmd)?,
     };
-    let cancel = progress::cancel_on_ctrl_c();
-    let bar = ProgressBar::new(0);
+    let bar = bars.add(ProgressBar::new(0));
     bar.set_style(
         ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} questions  eta {eta}")
             .unwrap_or_else(|_| ProgressStyle::default_bar())

@@ -2,50 +2,12 @@
 //! [`Metered`] that keeps each call's record, and the engine stores them (`llm_calls`) after the
 //! step that made them, so `aril stats` sums every call whoever made it.
 
-use std::sync::Mutex;
-
-use aril_llm::{CallRecord, ChatModel, ChatReply, ChatRequest, LlmError, Purpose};
+pub(crate) use aril_llm::Metered;
+use aril_llm::{CallRecord, Purpose};
 use aril_store::LlmCall;
 use chrono::Utc;
 
 use crate::{Engine, EngineError};
-
-/// A model that records the calls it passes on.
-pub(crate) struct Metered<'a> {
-    inner: &'a dyn ChatModel,
-    records: Mutex<Vec<CallRecord>>,
-}
-
-impl<'a> Metered<'a> {
-    pub(crate) fn new(inner: &'a dyn ChatModel) -> Self {
-        Self {
-            inner,
-            records: Mutex::new(Vec::new()),
-        }
-    }
-
-    /// The records kept since the last take.
-    pub(crate) fn take(&self) -> Vec<CallRecord> {
-        self.records
-            .lock()
-            .map(|mut r| std::mem::take(&mut *r))
-            .unwrap_or_default()
-    }
-}
-
-impl ChatModel for Metered<'_> {
-    fn model(&self) -> &str {
-        self.inner.model()
-    }
-
-    fn chat(&self, purpose: Purpose, request: &ChatRequest) -> Result<ChatReply, LlmError> {
-        let reply = self.inner.chat(purpose, request)?;
-        if let Ok(mut records) = self.records.lock() {
-            records.push(reply.record.clone());
-        }
-        Ok(reply)
-    }
-}
 
 /// What a set of calls cost.
 #[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]

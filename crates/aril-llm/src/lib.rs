@@ -23,4 +23,4 @@ pub use local::LocalServer;
 #[cfg(feature = "scripted")]
 pub use scripted::Scripted;
 pub use structured::{JsonSpec, Structured, bounded_strings, complete_json};
-pub use usage::{CallRecord, Ledger, Purpose, Totals};
+pub use usage::{CallRecord, Ledger, Metered, Purpose, Totals};

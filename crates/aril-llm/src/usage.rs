@@ -3,6 +3,8 @@
 
 use std::sync::{Arc, Mutex};
 
+use crate::{ChatModel, ChatReply, ChatRequest, LlmError};
+
 use serde::Serialize;
 
 /// Why a call was made.
@@ -70,5 +72,42 @@ impl Ledger {
                 prompt_tokens: t.prompt_tokens + c.prompt_tokens,
                 completion_tokens: t.completion_tokens + c.completion_tokens,
             })
+    }
+}
+
+/// A model that records the calls it passes on.
+pub struct Metered<'a> {
+    inner: &'a dyn ChatModel,
+    records: Mutex<Vec<CallRecord>>,
+}
+
+impl<'a> Metered<'a> {
+    pub fn new(inner: &'a dyn ChatModel) -> Self {
+        Self {
+            inner,
+            records: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The records kept since the last take.
+    pub fn take(&self) -> Vec<CallRecord> {
+        self.records
+            .lock()
+            .map(|mut r| std::mem::take(&mut *r))
+            .unwrap_or_default()
+    }
+}
+
+impl ChatModel for Metered<'_> {
+    fn model(&self) -> &str {
+        self.inner.model()
+    }
+
+    fn chat(&self, purpose: Purpose, request: &ChatRequest) -> Result<ChatReply, LlmError> {
+        let reply = self.inner.chat(purpose, request)?;
+        if let Ok(mut records) = self.records.lock() {
+            records.push(reply.record.clone());
+        }
+        Ok(reply)
     }
 }

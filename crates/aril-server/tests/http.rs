@@ -557,7 +557,8 @@ async fn the_openapi_document_is_served_and_matches_the_routes() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_real_model_turns_closed_segments_into_cards_in_the_background_while_requests_are_served() {
+async fn a_real_model_turns_closed_segments_into_cards_in_the_background_while_requests_are_served()
+{
     use aril_engine::llm::LocalServer;
     use aril_server::Consolidator;
     use std::sync::{Arc, Mutex};

@@ -11,6 +11,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
+use aril_engine::Progress;
+
 use aril_core::ScopeFilter;
 use aril_engine::llm::ChatModel;
 use aril_engine::{AskRequest, CallCost, ConsolidateOptions, EncodeConfig};
@@ -21,12 +23,19 @@ use super::{Embeddings, Strategy, Unit};
 use crate::BenchError;
 use crate::data::Case;
 
-/// The models of the LLM strategies.
+/// Called as segments are written into cards (done, total for the haystack being encoded).
+pub type EncodeProgress = Arc<dyn Fn(Progress) + Send + Sync>;
+
+/// The models of the LLM strategies, and how their long work reports and stops.
 #[derive(Clone, Default)]
 pub struct BenchModels {
     pub encoder: Option<Arc<dyn ChatModel>>,
     pub planner: Option<Arc<dyn ChatModel>>,
     pub encode: EncodeConfig,
+    /// Progress of the card writing, if anyone watches it.
+    pub encode_progress: Option<EncodeProgress>,
+    /// Raised to stop card writing after the segment in flight ([`BenchError::Interrupted`]).
+    pub cancel: Arc<AtomicBool>,
 }
 
 /// Units recalled per question, and the context budget they may fill (above the scorer's 4k).
@@ -38,6 +47,8 @@ pub struct AriLlm {
     encoder: Arc<dyn ChatModel>,
     planner: Option<Arc<dyn ChatModel>>,
     encode: EncodeConfig,
+    encode_progress: Option<EncodeProgress>,
+    cancel: Arc<AtomicBool>,
     query_cost: CallCost,
     haystacks: usize,
     segments_failed: usize,
@@ -79,6 +90,8 @@ impl AriLlm {
             encoder,
             planner: models.planner.clone(),
             encode: models.encode.clone(),
+            encode_progress: models.encode_progress.clone(),
+            cancel: models.cancel.clone(),
             query_cost: CallCost::default(),
             haystacks: 0,
             segments_failed: 0,
@@ -99,13 +112,21 @@ impl Strategy for AriLlm {
             encode: self.encode.clone(),
             ..Default::default()
         };
+        let progress = self.encode_progress.clone();
         let report = self.aril.engine().consolidate(
             self.encoder.as_ref(),
             &options,
-            &mut |_| {},
-            &AtomicBool::new(false),
+            &mut |p| {
+                if let Some(f) = &progress {
+                    f(p)
+                }
+            },
+            &self.cancel,
         )?;
         self.segments_failed += report.segments_failed;
+        if report.interrupted {
+            return Err(BenchError::Interrupted);
+        }
         Ok(())
     }
 

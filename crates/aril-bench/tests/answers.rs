@@ -1,0 +1,61 @@
+//! `--answer` and `--judge` end to end against a real OpenAI-compatible server (llama-server with
+//! the tiny SmolLM2: its answers are nonsense, so this checks plumbing, never quality).
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use aril_bench::qa::QaOptions;
+use aril_bench::{BenchOptions, Benchmark};
+use aril_embed::{MiniLm, default_model_dir};
+use aril_engine::llm::{ChatModel, LocalServer};
+use common::small_file;
+
+#[test]
+fn a_real_model_answers_and_judges_and_every_call_is_counted() {
+    let server = LocalServer::from_cache().unwrap_or_else(|e| panic!("{e}"));
+    let model: Arc<dyn ChatModel> = Arc::new(server.client().unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let options = BenchOptions {
+        benchmark: Benchmark::LongMemEval,
+        data: small_file(dir.path(), false),
+        strategy: "raw-session-user".into(),
+        limit: None,
+        cache_dir: dir.path().join("cache"),
+        model: Arc::new(MiniLm::load(&default_model_dir()).unwrap()),
+        engine: aril_engine::Config::default(),
+        models: Default::default(),
+        qa: Some(QaOptions {
+            answerer: model.clone(),
+            judge: Some(model),
+            context_budget: 300,
+        }),
+    };
+    let report = aril_bench::run(&options, &mut |_, _| {}, &AtomicBool::new(false)).unwrap();
+    let qa = &report.metrics["qa"];
+    assert_eq!(qa["n"], 2, "{}", report.metrics);
+    for key in ["f1", "bleu1"] {
+        let v = qa[key].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&v), "{key} {v}");
+    }
+    let judge = &report.metrics["judge"];
+    assert_eq!(
+        judge["n"].as_u64().unwrap() + judge["judge_failed"].as_u64().unwrap(),
+        2,
+        "{judge}"
+    );
+    // One answer call per question, within the budget; at least one judge call per question.
+    let answer = report.cost.answer.as_ref().unwrap();
+    assert_eq!(answer.llm_calls, 2);
+    assert!(answer.context_tokens_per_question.unwrap() <= 300.0);
+    assert!(answer.o200k_tokens > 0);
+    assert!(report.cost.judge.as_ref().unwrap().llm_calls >= 2);
+    // Each question's answer rides along with its ranking, and its type's group has the scores.
+    for r in &report.rankings {
+        let q = r.qa.as_ref().unwrap();
+        assert!(!q.answer.is_empty() || q.answer_error.is_some(), "{q:?}");
+    }
+    let types = report.by_group.as_object().unwrap();
+    assert!(types.values().all(|t| t.get("qa").is_some()), "{types:?}");
+}

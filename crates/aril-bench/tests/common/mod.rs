@@ -1,0 +1,45 @@
+//! Shared by the bench's integration tests: the benchmark data beside the checkout, and a small
+//! LongMemEval file cut from it.
+
+use std::path::PathBuf;
+
+/// A file under `../shared/data`.
+pub fn shared(rel: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/data")
+        .join(rel)
+}
+
+/// The dev file cut to its first two questions and four sessions each, with or without gold.
+pub fn small_file(dir: &std::path::Path, strip_gold: bool) -> PathBuf {
+    let text = std::fs::read_to_string(shared("longmemeval/longmemeval_s_dev.json")).unwrap();
+    let mut all: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap();
+    all.truncate(2);
+    for q in &mut all {
+        let o = q.as_object_mut().unwrap();
+        for key in [
+            "haystack_sessions",
+            "haystack_session_ids",
+            "haystack_dates",
+        ] {
+            o.get_mut(key).unwrap().as_array_mut().unwrap().truncate(4);
+        }
+        if strip_gold {
+            for key in ["answer", "answer_session_ids", "question_type"] {
+                o.remove(key);
+            }
+            for session in o["haystack_sessions"].as_array_mut().unwrap() {
+                for m in session.as_array_mut().unwrap() {
+                    m.as_object_mut().unwrap().remove("has_answer");
+                }
+            }
+        }
+    }
+    let path = dir.join(if strip_gold {
+        "stripped.json"
+    } else {
+        "full.json"
+    });
+    std::fs::write(&path, serde_json::to_string(&all).unwrap()).unwrap();
+    path
+}
