@@ -8,7 +8,7 @@ use aril_core::{
 use aril_llm::{ChatModel, JsonSpec, LlmError, Purpose, complete_json};
 
 use crate::EncoderState;
-use crate::prompt::{messages, recent_within};
+use crate::prompt::{messages, recent_within, summary_messages};
 use crate::schema::{KINDS, Reply, labels, reply_schema};
 
 /// A recent card the encoder may supersede.
@@ -30,6 +30,9 @@ pub struct EncodeConfig {
     pub max_cards: usize,
     /// Reply tokens at most.
     pub max_tokens: u32,
+    /// Ablation (the paper's "summaries instead of cards"): one untyped summary per segment,
+    /// stored as a `fact` card citing every turn, with no entities, topics, dates or state.
+    pub summaries: bool,
 }
 
 impl Default for EncodeConfig {
@@ -39,6 +42,7 @@ impl Default for EncodeConfig {
             recent_budget: 600,
             max_cards: 12,
             max_tokens: 2048,
+            summaries: false,
         }
     }
 }
@@ -116,6 +120,9 @@ pub fn encode_segment(
             segment.id
         )));
     }
+    if config.summaries {
+        return summarize_segment(model, segment, turns, state, config);
+    }
     let recent = recent_within(recent, config.recent_budget);
     let shown_state = EncoderState::default().merged(state, config.state_budget);
     let schema = reply_schema(turns.len(), recent.len(), config.max_cards);
@@ -185,5 +192,63 @@ pub fn encode_segment(
         cards,
         state: state.merged(&learned, config.state_budget),
         calls,
+    })
+}
+
+/// The summary ablation: one call, one summary card over the whole segment, the state passed on
+/// unchanged.
+fn summarize_segment(
+    model: &dyn ChatModel,
+    segment: &Segment,
+    turns: &[Turn],
+    state: &EncoderState,
+    config: &EncodeConfig,
+) -> Result<Encoded, LlmError> {
+    #[derive(serde::Deserialize)]
+    struct Summary {
+        summary: String,
+    }
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {"summary": {"type": "string", "minLength": 1, "maxLength": 1200}},
+        "required": ["summary"],
+        "additionalProperties": false
+    });
+    let reply = complete_json::<Summary>(
+        model,
+        Purpose::Encode,
+        summary_messages(&segment.conversation, turns),
+        JsonSpec {
+            name: "segment_summary",
+            schema: &schema,
+        },
+        config.max_tokens,
+        |s| {
+            if s.summary.trim().is_empty() {
+                Err("the summary is empty".into())
+            } else {
+                Ok(())
+            }
+        },
+    )?;
+    let text = reply.value.summary.trim().to_string();
+    Ok(Encoded {
+        cards: vec![Card {
+            id: CardId(format!(
+                "c_{}",
+                short_hash(&[&segment.id.0, "summary", &text])
+            )),
+            scope: segment.scope.clone(),
+            kind: CardKind::Fact,
+            text,
+            entities: Vec::new(),
+            topics: Vec::new(),
+            time: None,
+            source_turns: segment.turns.clone(),
+            segment: segment.id.clone(),
+            supersedes: Vec::new(),
+        }],
+        state: state.clone(),
+        calls: reply.calls,
     })
 }

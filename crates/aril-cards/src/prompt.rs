@@ -52,14 +52,33 @@ pub(crate) fn messages(
             .unwrap_or_default();
         user.push_str(&format!("C{} [{kind}] {}\n", i + 1, c.text));
     }
-    user.push_str(&format!("\nSegment of conversation {conversation}:\n"));
+    user.push('\n');
+    user.push_str(&labelled_turns(conversation, turns));
+    vec![Message::system(INSTRUCTIONS), Message::user(user)]
+}
+
+/// The segment's turns under their labels, each with the time it was said.
+fn labelled_turns(conversation: &str, turns: &[Turn]) -> String {
+    let mut out = format!("Segment of conversation {conversation}:\n");
     for (i, t) in turns.iter().enumerate() {
         let when = t
             .turn
             .event_time
             .map(|at| at.format("%Y-%m-%d %H:%M").to_string())
             .unwrap_or_else(|| "time unknown".into());
-        user.push_str(&format!("T{} [{when}] {}\n", i + 1, t.rendered()));
+        out.push_str(&format!("T{} [{when}] {}\n", i + 1, t.rendered()));
     }
-    vec![Message::system(INSTRUCTIONS), Message::user(user)]
+    out
+}
+
+const SUMMARY_INSTRUCTIONS: &str = "You summarize one segment of a conversation for a long-term \
+memory, in a few sentences that a reader understands without the conversation: name the people, \
+and give absolute dates for relative ones from the time each turn was said. Reply with JSON only.";
+
+/// The summary ablation's messages: the turns alone, no state and no recent cards.
+pub(crate) fn summary_messages(conversation: &str, turns: &[Turn]) -> Vec<Message> {
+    vec![
+        Message::system(SUMMARY_INSTRUCTIONS),
+        Message::user(labelled_turns(conversation, turns)),
+    ]
 }

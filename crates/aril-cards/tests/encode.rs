@@ -138,6 +138,46 @@ fn labels_map_back_to_turn_and_card_ids_and_the_state_carries_over() {
     );
 }
 
+/// The ablation switches live in the configuration: without state budgets the prompt carries no
+/// state and no recent card; with `summaries` one summary card cites the whole segment.
+#[test]
+fn ablations_drop_the_cross_segment_context_or_write_one_summary() {
+    let (segment, turns) = segment();
+    let before = EncoderState {
+        aliases: vec![("Mel".into(), "Melanie".into())],
+        open_references: vec![],
+    };
+    let stateless = EncodeConfig {
+        state_budget: 0,
+        recent_budget: 0,
+        ..EncodeConfig::default()
+    };
+    let model = Scripted::new(vec![reply(vec![card(&["T1"], &[])])]);
+    encode_segment(&model, &segment, &turns, &before, &recent(), &stateless).unwrap();
+    let prompt = &model.asked()[0].messages[1].content;
+    assert!(
+        !prompt.contains("\"Mel\" means") && !prompt.contains("C1 ["),
+        "{prompt}"
+    );
+
+    let summaries = EncodeConfig {
+        summaries: true,
+        ..EncodeConfig::default()
+    };
+    let model = Scripted::new(vec![
+        json!({"summary": "  "}),
+        json!({"summary": "Caroline told Melanie about the support group on 7 May 2023."}),
+    ]);
+    let out = encode_segment(&model, &segment, &turns, &before, &recent(), &summaries).unwrap();
+    assert_eq!(out.calls, 2, "an empty summary is repaired once");
+    assert_eq!(out.cards.len(), 1);
+    let c = &out.cards[0];
+    assert_eq!(c.kind, CardKind::Fact);
+    assert_eq!(c.source_turns, segment.turns);
+    assert!(c.entities.is_empty() && c.time.is_none());
+    assert_eq!(out.state, before);
+}
+
 #[test]
 fn a_card_citing_a_turn_outside_the_segment_is_repaired_once() {
     let (segment, turns) = segment();

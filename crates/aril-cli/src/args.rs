@@ -161,6 +161,10 @@ pub struct BenchCmd {
     /// --answer.
     #[arg(long)]
     pub judge: bool,
+    /// aril-llm only: run one of the paper's ablations (per-turn, fixed-windows, summaries,
+    /// no-state, single-list); see docs/benchmarks.md.
+    #[arg(long)]
+    pub ablation: Option<String>,
     /// o200k tokens of ranked units the answerer reads.
     #[arg(long, default_value_t = aril_bench::qa::DEFAULT_CONTEXT_BUDGET)]
     pub answer_budget: usize,

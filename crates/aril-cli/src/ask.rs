@@ -22,6 +22,7 @@ pub fn run(mut engine: Engine, cmd: &AskCmd) -> anyhow::Result<()> {
         asked_at,
         k: cmd.k,
         budget: cmd.budget,
+        single_list: false,
     };
     let planner: Option<OpenAiClient> = models::client(Role::Planner)?;
     let planner = planner.as_ref().map(|p| p as &dyn ChatModel);

@@ -6,7 +6,7 @@ use std::sync::atomic::AtomicBool;
 
 use anyhow::Context;
 use aril_bench::qa::QaOptions;
-use aril_bench::strategy::BenchModels;
+use aril_bench::strategy::{Ablation, BenchModels};
 use aril_bench::{BenchOptions, Benchmark};
 use aril_engine::embed::{Embedder, MiniLm, default_model_dir};
 use aril_engine::llm::{ChatModel, OpenAiClient, Role};
@@ -34,6 +34,17 @@ fn bench_models(
         cancel,
         ..Default::default()
     };
+    if let Some(name) = &cmd.ablation {
+        if cmd.strategy != "aril-llm" {
+            anyhow::bail!("--ablation applies to --strategy aril-llm only");
+        }
+        models.ablation = Some(Ablation::parse(name).ok_or_else(|| {
+            anyhow::anyhow!(
+                "unknown ablation {name:?}: use one of {}",
+                Ablation::NAMES.join(", ")
+            )
+        })?);
+    }
     if cmd.strategy == "aril-llm" {
         let arc = |c: OpenAiClient| Arc::new(c) as Arc<dyn ChatModel>;
         models.encoder = Some(arc(models::required(Role::Encoder)?));

@@ -39,6 +39,18 @@ const SNIPPET_CHARS: usize = 240;
 const NO_RERANKER: &str = "none: no cross-encoder endpoint is configured (offline, no registry \
 package carries cross-encoder weights); each path is ranked by RRF of its lists";
 
+/// What recall chose, before packing.
+struct Chosen {
+    plan: Plan,
+    plan_note: Option<String>,
+    cost: CallCost,
+    /// Units in the order they are offered to the context.
+    chosen: Vec<Unit>,
+    /// Each path's list, to say which paths found a unit.
+    path_lists: Vec<Vec<Unit>>,
+    scores: HashMap<Unit, f32>,
+}
+
 /// A question to recall (and answer) for.
 #[derive(Debug, Clone)]
 pub struct AskRequest {
@@ -50,6 +62,9 @@ pub struct AskRequest {
     pub k: Option<usize>,
     /// o200k tokens the context may take (default 2000).
     pub budget: Option<usize>,
+    /// Ablation (the paper's "no fusion, rerank or diversity"): the first path's dense card list
+    /// alone, in its own order. For measuring what fusion buys, not for use.
+    pub single_list: bool,
 }
 
 /// One unit of the recalled context.
@@ -143,6 +158,9 @@ impl Engine {
         let filter = &request.filter;
         let mut path_lists: Vec<Vec<Unit>> = Vec::with_capacity(plan.paths.len());
         let per_list = PER_LIST.max(2 * k);
+        if request.single_list {
+            return self.recall_single_list(request, plan, plan_note, cost, k, budget);
+        }
         for path in &plan.paths {
             let lists = self.path_lists(filter, path, per_list)?;
             let views: Vec<(&[(Unit, usize)], f32)> =
@@ -168,6 +186,80 @@ impl Engine {
         };
         // Choose more than k so that turns a chosen card already shows can give way.
         let chosen = select_diverse(&order, &path_lists, k * 2, share, near);
+        self.pack(
+            filter,
+            Chosen {
+                plan,
+                plan_note,
+                cost,
+                chosen,
+                path_lists,
+                scores,
+            },
+            k,
+            budget,
+        )
+    }
+
+    /// The ablation without fusion: the first path's dense card list alone.
+    fn recall_single_list(
+        &mut self,
+        request: &AskRequest,
+        plan: Plan,
+        plan_note: Option<String>,
+        cost: CallCost,
+        k: usize,
+        budget: usize,
+    ) -> Result<Recalled, EngineError> {
+        let query = plan
+            .paths
+            .first()
+            .map(|p| p.query.clone())
+            .unwrap_or_else(|| request.question.trim().to_string());
+        let qv = self.embed_query(&query)?;
+        let index = self.card_index(&request.filter.user_id)?;
+        let chosen: Vec<Unit> = index
+            .dense(&request.filter, &qv, k * 2)
+            .into_iter()
+            .map(|h| Unit::Card(CardId(h.id)))
+            .collect();
+        let scores = chosen
+            .iter()
+            .enumerate()
+            .map(|(i, u)| (u.clone(), 1.0 / (i + 1) as f32))
+            .collect();
+        self.pack(
+            &request.filter,
+            Chosen {
+                plan,
+                plan_note,
+                cost,
+                path_lists: vec![chosen.clone()],
+                chosen,
+                scores,
+            },
+            k,
+            budget,
+        )
+    }
+
+    /// Packs the chosen units into at most `k` items within `budget` tokens and renders them.
+    fn pack(
+        &mut self,
+        filter: &ScopeFilter,
+        c: Chosen,
+        k: usize,
+        budget: usize,
+    ) -> Result<Recalled, EngineError> {
+        let Chosen {
+            plan,
+            plan_note,
+            cost,
+            chosen,
+            path_lists,
+            scores,
+        } = c;
+        let index = self.card_index(&filter.user_id)?;
         let cards: HashMap<CardId, Card> = chosen
             .iter()
             .filter_map(|u| match u {

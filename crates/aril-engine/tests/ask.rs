@@ -110,6 +110,7 @@ fn request(question: &str) -> AskRequest {
         asked_at: Some(Utc.with_ymd_and_hms(2024, 3, 10, 12, 0, 0).unwrap()),
         k: Some(6),
         budget: Some(400),
+        single_list: false,
     }
 }
 
@@ -199,6 +200,31 @@ fn planned_paths_find_cards_with_their_source_turns_and_each_path_keeps_a_share(
     };
     assert_eq!((calls("encode"), calls("plan")), (segments as u64, 1));
     assert_eq!(r.cost.llm_calls, 1);
+}
+
+/// The "no fusion" ablation reads the first path's dense card list alone: only cards, every one
+/// credited to path 1, in the list's own order.
+#[test]
+fn the_single_list_ablation_recalls_cards_from_one_list_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut engine, _) = engine_with_cards(dir.path());
+    let planner = two_paths();
+    let mut req = request("How is the dog, and how is the training going?");
+    req.single_list = true;
+    let r = engine.recall_planned(&req, Some(&planner)).unwrap();
+    assert!(!r.items.is_empty());
+    assert!(
+        r.items.iter().all(|i| i.kind == UnitKind::Card),
+        "{:?}",
+        r.items
+    );
+    assert!(r.items.iter().all(|i| i.paths == vec![1]));
+    let scores: Vec<f32> = r.items.iter().map(|i| i.score).collect();
+    assert!(scores.windows(2).all(|w| w[0] > w[1]), "{scores:?}");
+    // The fused recall of the same question also brings verbatim turns.
+    req.single_list = false;
+    let fused = engine.recall_planned(&req, Some(&two_paths())).unwrap();
+    assert!(fused.items.iter().any(|i| i.kind == UnitKind::Turn));
 }
 
 #[test]

@@ -23,6 +23,67 @@ use super::{Embeddings, Strategy, Unit};
 use crate::BenchError;
 use crate::data::Case;
 
+/// The paper's ablations (BRIEF §1.4), each a configuration of the same code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ablation {
+    /// One encoder call per turn: every turn closes its own segment.
+    PerTurn,
+    /// Fixed windows of the mean segment's size (6 turns, or the 900-token cap), no topic cuts.
+    FixedWindows,
+    /// One summary per segment instead of typed cards.
+    Summaries,
+    /// No disambiguation state and no recent cards in the encoder's prompt.
+    NoState,
+    /// Recall from the first path's dense card list alone: no fusion, no diversity.
+    SingleList,
+}
+
+impl Ablation {
+    pub const NAMES: &[&str] = &[
+        "per-turn",
+        "fixed-windows",
+        "summaries",
+        "no-state",
+        "single-list",
+    ];
+
+    pub fn parse(name: &str) -> Option<Self> {
+        Some(match name {
+            "per-turn" => Ablation::PerTurn,
+            "fixed-windows" => Ablation::FixedWindows,
+            "summaries" => Ablation::Summaries,
+            "no-state" => Ablation::NoState,
+            "single-list" => Ablation::SingleList,
+            _ => return None,
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        Ablation::NAMES[self as usize]
+    }
+
+    /// Applies the write-side switches to the engine and encoder configuration.
+    fn configure(self, engine: &mut aril_engine::Config, encode: &mut EncodeConfig) {
+        match self {
+            Ablation::PerTurn => engine.segmenter.max_exchanges = 1,
+            Ablation::FixedWindows => {
+                let s = &mut engine.segmenter;
+                (s.w_surprise, s.w_cohesion, s.w_length, s.w_count) = (0.0, 0.0, 0.0, 0.0);
+                s.bias = -20.0;
+                s.max_exchanges = 6;
+            }
+            Ablation::Summaries => encode.summaries = true,
+            Ablation::NoState => (encode.state_budget, encode.recent_budget) = (0, 0),
+            Ablation::SingleList => {}
+        }
+    }
+
+    /// Whether the cards differ from the default run's (then they get their own directory).
+    fn changes_cards(self) -> bool {
+        self != Ablation::SingleList
+    }
+}
+
 /// Called as segments are written into cards (done, total for the haystack being encoded).
 pub type EncodeProgress = Arc<dyn Fn(Progress) + Send + Sync>;
 
@@ -36,6 +97,8 @@ pub struct BenchModels {
     pub encode_progress: Option<EncodeProgress>,
     /// Raised to stop card writing after the segment in flight ([`BenchError::Interrupted`]).
     pub cancel: Arc<AtomicBool>,
+    /// Runs one of the paper's ablations instead of the full pipeline.
+    pub ablation: Option<Ablation>,
 }
 
 /// Units recalled per question, and the context budget they may fill (above the scorer's 4k).
@@ -49,6 +112,7 @@ pub struct AriLlm {
     encode: EncodeConfig,
     encode_progress: Option<EncodeProgress>,
     cancel: Arc<AtomicBool>,
+    ablation: Option<Ablation>,
     query_cost: CallCost,
     haystacks: usize,
     segments_failed: usize,
@@ -59,9 +123,13 @@ impl AriLlm {
     pub fn open(
         dir: &Path,
         embeddings: Embeddings,
-        config: aril_engine::Config,
+        mut config: aril_engine::Config,
         models: &BenchModels,
     ) -> Result<Self, BenchError> {
+        let mut encode = models.encode.clone();
+        if let Some(a) = models.ablation {
+            a.configure(&mut config, &mut encode);
+        }
         let encoder = models
             .encoder
             .clone()
@@ -81,17 +149,23 @@ impl AriLlm {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
+        let ablated = models
+            .ablation
+            .filter(|a| a.changes_cards())
+            .map(|a| format!("-{}", a.name()))
+            .unwrap_or_default();
         let dir = dir.with_file_name(format!(
-            "{name}-cards-{model}-{}x{}",
-            models.encode.max_cards, models.encode.max_tokens
+            "{name}-cards-{model}-{}x{}{ablated}",
+            encode.max_cards, encode.max_tokens
         ));
         Ok(Self {
             aril: Aril::open(&dir, embeddings, config)?,
             encoder,
             planner: models.planner.clone(),
-            encode: models.encode.clone(),
+            encode,
             encode_progress: models.encode_progress.clone(),
             cancel: models.cancel.clone(),
+            ablation: models.ablation,
             query_cost: CallCost::default(),
             haystacks: 0,
             segments_failed: 0,
@@ -137,6 +211,7 @@ impl Strategy for AriLlm {
             asked_at: case.question_date.as_deref().and_then(parse_date),
             k: Some(RECALL_K),
             budget: Some(RECALL_BUDGET),
+            single_list: self.ablation == Some(Ablation::SingleList),
         };
         let planner = self.planner.as_deref();
         let recalled = self.aril.engine().recall_planned(&request, planner)?;
@@ -189,6 +264,7 @@ impl Strategy for AriLlm {
             "encoder": self.encoder.model(),
             "planner": self.planner.as_ref().map(|p| p.model().to_string()),
             "reranker": "none (no cross-encoder offline)",
+            "ablation": self.ablation.map(Ablation::name),
             "encode_config": {"max_cards": self.encode.max_cards, "max_tokens": self.encode.max_tokens},
             "haystacks": self.haystacks,
             "segments": stats.as_ref().map(|s| s.store.segments),
@@ -234,5 +310,28 @@ impl AriLlm {
             missing += u.calls - u.o200k_calls;
         }
         Some((cost, missing))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_ablation_has_a_name_and_changes_what_it_says() {
+        for name in Ablation::NAMES {
+            let a = Ablation::parse(name).unwrap();
+            assert_eq!(a.name(), *name);
+            let (mut engine, mut encode) =
+                (aril_engine::Config::default(), EncodeConfig::default());
+            a.configure(&mut engine, &mut encode);
+            let defaults = (aril_engine::Config::default(), EncodeConfig::default());
+            let changed = engine.segmenter != defaults.0.segmenter
+                || encode.summaries != defaults.1.summaries
+                || encode.state_budget != defaults.1.state_budget;
+            assert_eq!(changed, a.changes_cards(), "{name}");
+            engine.segmenter.validate().unwrap();
+        }
+        assert_eq!(Ablation::parse("nonsense"), None);
     }
 }

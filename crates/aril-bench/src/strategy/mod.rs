@@ -12,7 +12,7 @@ use crate::BenchError;
 use crate::data::Case;
 
 pub use aril::Aril;
-pub use aril_llm::{AriLlm, BenchModels, EncodeProgress};
+pub use aril_llm::{Ablation, AriLlm, BenchModels, EncodeProgress};
 pub use embeddings::Embeddings;
 pub use raw_session::SessionDocs;
 pub use seci::{SeciHybrid, seci_extract};
