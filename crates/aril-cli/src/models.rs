@@ -12,7 +12,7 @@ pub fn client(role: Role) -> anyhow::Result<Option<OpenAiClient>> {
     };
     Ok(Some(OpenAiClient::new(
         endpoint,
-        ClientOptions::default(),
+        ClientOptions::from_env()?,
         Ledger::default(),
     )?))
 }

@@ -4,12 +4,13 @@
 //! the schema in the prompt), remembered for later calls.
 
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use aril_core::tokens;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use crate::transport::{HttpReply, Transport, truncate};
 use crate::{CallRecord, ClientOptions, Endpoint, Ledger, LlmError, Purpose};
 
 /// One chat message.
@@ -91,8 +92,7 @@ const TEXT_ONLY: u8 = 2;
 /// A client for one OpenAI-compatible endpoint and model.
 pub struct OpenAiClient {
     endpoint: Endpoint,
-    options: ClientOptions,
-    http: reqwest::blocking::Client,
+    transport: Transport,
     ledger: Ledger,
     /// The most constrained response format the server has not refused.
     format_support: AtomicU8,
@@ -122,32 +122,15 @@ struct Usage {
     completion_tokens: Option<u64>,
 }
 
-/// What one HTTP attempt came to.
-enum Attempt {
-    Done(reqwest::blocking::Response),
-    Retry { wait: Duration, why: RetryCause },
-}
-
-enum RetryCause {
-    Timeout,
-    Unreachable(String),
-    Status(u16, String),
-}
-
 impl OpenAiClient {
     pub fn new(
         endpoint: Endpoint,
         options: ClientOptions,
         ledger: Ledger,
     ) -> Result<Self, LlmError> {
-        let http = reqwest::blocking::Client::builder()
-            .timeout(options.timeout)
-            .build()
-            .map_err(|e| LlmError::Config(format!("HTTP client: {e}")))?;
         Ok(Self {
+            transport: Transport::new(endpoint.api_key.clone(), options)?,
             endpoint,
-            options,
-            http,
             ledger,
             format_support: AtomicU8::new(JSON_SCHEMA),
         })
@@ -196,93 +179,6 @@ impl OpenAiClient {
         }
         body
     }
-
-    /// The wait before retry `attempt` (from 1): the server's `Retry-After` if it sent one,
-    /// else exponential backoff; never above `max_wait`.
-    fn wait(&self, attempt: u32, retry_after: Option<&str>) -> Duration {
-        let asked = retry_after
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .filter(|s| s.is_finite() && *s >= 0.0)
-            .map(Duration::from_secs_f64);
-        let backoff = self
-            .options
-            .backoff
-            .saturating_mul(2u32.saturating_pow(attempt.saturating_sub(1)));
-        asked.unwrap_or(backoff).min(self.options.max_wait)
-    }
-
-    fn attempt(&self, body: &Value, attempt: u32) -> Attempt {
-        let mut req = self.http.post(self.url()).json(body);
-        if let Some(key) = &self.endpoint.api_key {
-            req = req.bearer_auth(key);
-        }
-        match req.send() {
-            Ok(resp) => {
-                let status = resp.status().as_u16();
-                if status == 429 || status >= 500 {
-                    let retry_after = resp
-                        .headers()
-                        .get("retry-after")
-                        .and_then(|v| v.to_str().ok())
-                        .map(str::to_string);
-                    let text = resp.text().unwrap_or_default();
-                    Attempt::Retry {
-                        wait: self.wait(attempt, retry_after.as_deref()),
-                        why: RetryCause::Status(status, text),
-                    }
-                } else {
-                    Attempt::Done(resp)
-                }
-            }
-            Err(e) if e.is_timeout() => Attempt::Retry {
-                wait: self.wait(attempt, None),
-                why: RetryCause::Timeout,
-            },
-            Err(e) => Attempt::Retry {
-                wait: self.wait(attempt, None),
-                why: RetryCause::Unreachable(e.to_string()),
-            },
-        }
-    }
-
-    /// Sends `body`, retrying what is worth retrying; returns the final response and the number
-    /// of attempts.
-    fn send(&self, body: &Value) -> Result<(reqwest::blocking::Response, u32), LlmError> {
-        let mut attempts = 0;
-        loop {
-            attempts += 1;
-            match self.attempt(body, attempts) {
-                Attempt::Done(resp) => return Ok((resp, attempts)),
-                Attempt::Retry { wait, why } => {
-                    if attempts > self.options.max_retries {
-                        return Err(match why {
-                            RetryCause::Timeout => LlmError::Timeout {
-                                url: self.url(),
-                                secs: self.options.timeout.as_secs_f64(),
-                                attempts,
-                            },
-                            RetryCause::Unreachable(reason) => LlmError::Unreachable {
-                                url: self.url(),
-                                reason,
-                            },
-                            RetryCause::Status(status, body) => LlmError::Status {
-                                url: self.url(),
-                                status,
-                                body: truncate(&body),
-                                attempts,
-                            },
-                        });
-                    }
-                    tracing::warn!(
-                        attempt = attempts,
-                        wait_ms = wait.as_millis() as u64,
-                        "LLM call will be retried"
-                    );
-                    std::thread::sleep(wait);
-                }
-            }
-        }
-    }
 }
 
 /// A call's prompt (its messages) and reply in o200k tokens.
@@ -293,15 +189,6 @@ pub(crate) fn o200k_counts(request: &ChatRequest, reply: &str) -> (u64, u64) {
         .map(|m| tokens::count(&m.content) as u64)
         .sum();
     (prompt, tokens::count(reply) as u64)
-}
-
-/// Error bodies are shown, not dumped.
-fn truncate(text: &str) -> String {
-    let mut t: String = text.chars().take(500).collect();
-    if t.len() < text.len() {
-        t.push('…');
-    }
-    t
 }
 
 /// A 400 that names the response format: the server does not support the one asked.
@@ -323,13 +210,14 @@ impl ChatModel for OpenAiClient {
         let mut total_attempts = 0;
         loop {
             let support = self.format_support.load(Ordering::SeqCst);
-            let (resp, attempts) = self.send(&self.body(request, support))?;
+            let HttpReply {
+                status,
+                text,
+                attempts,
+            } = self
+                .transport
+                .post(&self.url(), &self.body(request, support))?;
             total_attempts += attempts;
-            let status = resp.status().as_u16();
-            let text = resp.text().map_err(|e| LlmError::Unreachable {
-                url: self.url(),
-                reason: format!("reading the reply: {e}"),
-            })?;
             if status != 200 {
                 if refuses_format(status, &text)
                     && request.format != ResponseFormat::Text

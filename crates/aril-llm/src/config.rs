@@ -95,6 +95,46 @@ pub struct ClientOptions {
     pub backoff: Duration,
     /// No wait is longer than this, whatever `Retry-After` asks.
     pub max_wait: Duration,
+    /// Requests one client lets be in flight at once; more callers wait their turn.
+    pub max_concurrency: usize,
+}
+
+impl ClientOptions {
+    /// The defaults with `ARIL_LLM_TIMEOUT_S` and `ARIL_LLM_MAX_CONCURRENCY` applied.
+    pub fn from_env() -> Result<Self, LlmError> {
+        Self::from_lookup(|k| std::env::var(k).ok())
+    }
+
+    /// As [`ClientOptions::from_env`], over any variable lookup.
+    pub fn from_lookup(var: impl Fn(&str) -> Option<String>) -> Result<Self, LlmError> {
+        let mut options = Self::default();
+        if let Some(v) = var("ARIL_LLM_TIMEOUT_S") {
+            let secs: f64 = v
+                .trim()
+                .parse()
+                .ok()
+                .filter(|s: &f64| *s > 0.0 && s.is_finite())
+                .ok_or_else(|| {
+                    LlmError::Config(format!(
+                        "ARIL_LLM_TIMEOUT_S={v:?}: give a positive number of seconds"
+                    ))
+                })?;
+            options.timeout = Duration::from_secs_f64(secs);
+        }
+        if let Some(v) = var("ARIL_LLM_MAX_CONCURRENCY") {
+            options.max_concurrency = v
+                .trim()
+                .parse()
+                .ok()
+                .filter(|n: &usize| *n >= 1)
+                .ok_or_else(|| {
+                    LlmError::Config(format!(
+                        "ARIL_LLM_MAX_CONCURRENCY={v:?}: give a whole number of at least 1"
+                    ))
+                })?;
+        }
+        Ok(options)
+    }
 }
 
 impl Default for ClientOptions {
@@ -104,6 +144,7 @@ impl Default for ClientOptions {
             max_retries: 4,
             backoff: Duration::from_millis(500),
             max_wait: Duration::from_secs(60),
+            max_concurrency: 4,
         }
     }
 }

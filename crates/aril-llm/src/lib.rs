@@ -14,6 +14,7 @@ mod local;
 #[cfg(feature = "scripted")]
 mod scripted;
 mod structured;
+mod transport;
 mod usage;
 
 pub use client::{ChatModel, ChatReply, ChatRequest, Message, OpenAiClient, ResponseFormat};

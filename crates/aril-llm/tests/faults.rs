@@ -56,6 +56,9 @@ struct Script {
     plays: Arc<Mutex<VecDeque<Play>>>,
     /// Every request body received, in order.
     seen: Arc<Mutex<Vec<Value>>>,
+    /// Requests being answered now, and the most there ever were at once.
+    in_flight: Arc<Mutex<usize>>,
+    most_in_flight: Arc<Mutex<usize>>,
 }
 
 async fn play(State(script): State<Script>, body: axum::Json<Value>) -> Response {
@@ -64,7 +67,14 @@ async fn play(State(script): State<Script>, body: axum::Json<Value>) -> Response
     let Some(p) = next else {
         return (StatusCode::INTERNAL_SERVER_ERROR, "script exhausted").into_response();
     };
+    {
+        let mut now = script.in_flight.lock().unwrap();
+        *now += 1;
+        let mut most = script.most_in_flight.lock().unwrap();
+        *most = (*most).max(*now);
+    }
     tokio::time::sleep(p.delay).await;
+    *script.in_flight.lock().unwrap() -= 1;
     let mut headers = HeaderMap::new();
     for (k, v) in p.headers {
         headers.insert(k, v.parse().unwrap());
@@ -122,6 +132,7 @@ fn quick() -> ClientOptions {
         max_retries: 2,
         backoff: Duration::from_millis(10),
         max_wait: Duration::from_secs(5),
+        max_concurrency: 4,
     }
 }
 
@@ -398,4 +409,53 @@ fn endpoints_come_from_the_environment_per_role_with_a_shared_fallback() {
         vars(&[("ARIL_LLM_BASE_URL", "x:1"), ("ARIL_LLM_MODEL", "m")]),
     );
     assert!(matches!(bad, Err(LlmError::Config(_))));
+    // Client options: timeout and concurrency from the environment, bad values named.
+    let options = ClientOptions::from_lookup(vars(&[
+        ("ARIL_LLM_MAX_CONCURRENCY", "2"),
+        ("ARIL_LLM_TIMEOUT_S", "7.5"),
+    ]))
+    .unwrap();
+    assert_eq!(
+        (options.max_concurrency, options.timeout),
+        (2, Duration::from_millis(7500))
+    );
+    for bad in [
+        ("ARIL_LLM_MAX_CONCURRENCY", "0"),
+        ("ARIL_LLM_TIMEOUT_S", "soon"),
+    ] {
+        let err = ClientOptions::from_lookup(vars(Box::leak(Box::new([bad])))).unwrap_err();
+        assert!(err.to_string().contains(bad.0), "{err}");
+    }
+}
+
+#[test]
+fn no_more_calls_are_in_flight_than_the_concurrency_limit() {
+    let slow = |n: u32| {
+        let mut p = reply(&format!("{{\"n\": {}}}", 2 * n), "stop", true);
+        p.delay = Duration::from_millis(150);
+        p
+    };
+    let (script, url) = serve((0..6).map(slow).collect());
+    let c = Arc::new(client(
+        url,
+        ClientOptions {
+            max_concurrency: 2,
+            ..quick()
+        },
+    ));
+    let threads: Vec<_> = (0..6)
+        .map(|_| {
+            let c = c.clone();
+            std::thread::spawn(move || ask(&c).unwrap())
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(script.seen.lock().unwrap().len(), 6);
+    let most = *script.most_in_flight.lock().unwrap();
+    assert!(
+        most <= 2 && most >= 1,
+        "{most} requests were in flight at once"
+    );
 }
