@@ -455,7 +455,7 @@ fn no_more_calls_are_in_flight_than_the_concurrency_limit() {
     assert_eq!(script.seen.lock().unwrap().len(), 6);
     let most = *script.most_in_flight.lock().unwrap();
     assert!(
-        most <= 2 && most >= 1,
+        (1..=2).contains(&most),
         "{most} requests were in flight at once"
     );
 }
