@@ -9,6 +9,7 @@ use crate::args::AskCmd;
 use crate::models;
 
 pub fn run(mut engine: Engine, cmd: &AskCmd) -> anyhow::Result<()> {
+    engine.set_reranker(models::reranker()?);
     let asked_at = match cmd.at.as_deref() {
         None => None,
         Some(s) => Some(match aril_engine::parse_calendar_date(s) {

@@ -49,6 +49,7 @@ fn bench_models(
         let arc = |c: OpenAiClient| Arc::new(c) as Arc<dyn ChatModel>;
         models.encoder = Some(arc(models::required(Role::Encoder)?));
         models.planner = models::client(Role::Planner)?.map(arc);
+        models.reranker = models::reranker()?;
         if models.planner.is_none() {
             eprintln!("note: no planner model configured: each question is searched as asked");
         }

@@ -1,7 +1,11 @@
 //! The language models a command uses, one per role, from the `ARIL_LLM_*` environment
 //! (`ARIL_LLM_<ROLE>_*` first).
 
-use aril_engine::llm::{ClientOptions, Endpoint, Ledger, OpenAiClient, Role};
+use std::sync::Arc;
+
+use aril_engine::llm::{
+    ClientOptions, Endpoint, Ledger, OpenAiClient, RerankClient, Reranker, Role,
+};
 
 use crate::args::EncodeArgs;
 
@@ -41,4 +45,15 @@ pub fn encode_config(args: &EncodeArgs) -> anyhow::Result<aril_engine::EncodeCon
         config.max_tokens = n;
     }
     Ok(config)
+}
+
+/// The cross-encoder from `ARIL_LLM_RERANKER_BASE_URL` / `_MODEL` / `_API_KEY`, if configured.
+pub fn reranker() -> anyhow::Result<Option<Arc<dyn Reranker>>> {
+    let Some(endpoint) = Endpoint::from_env(Role::Reranker)? else {
+        return Ok(None);
+    };
+    Ok(Some(Arc::new(RerankClient::new(
+        endpoint,
+        ClientOptions::from_env()?,
+    )?)))
 }

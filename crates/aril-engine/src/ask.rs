@@ -14,7 +14,9 @@
 use std::collections::{HashMap, HashSet};
 
 use aril_core::{Card, CardId, CardKind, ScopeFilter, Turn, TurnId, tokens};
-use aril_llm::{ChatModel, ChatRequest, LlmError, Message, Purpose, ResponseFormat};
+use std::sync::Arc;
+
+use aril_llm::{ChatModel, ChatRequest, LlmError, Message, Purpose, Reranker, ResponseFormat};
 use aril_plan::{Plan, PlanConfig, PlanPath, TimeWindow, Want, plan_question};
 use aril_recall::{rrf, rrf_ranked, select_diverse};
 use aril_store::{CardLookup, UnitKind};
@@ -49,6 +51,8 @@ struct Chosen {
     /// Each path's list, to say which paths found a unit.
     path_lists: Vec<Vec<Unit>>,
     scores: HashMap<Unit, f32>,
+    /// What reranked the paths (or why nothing did).
+    reranker: String,
 }
 
 /// A question to recall (and answer) for.
@@ -136,7 +140,65 @@ conflict, prefer the most recent information. Resolve relative dates against eac
 If the memory does not contain the answer, say that you do not know. Answer in one or two short \
 sentences.";
 
+/// Units of a path the cross-encoder reorders (the rest keep their RRF order after them).
+const RERANK_TOP: usize = 30;
+
 impl Engine {
+    /// Sets the cross-encoder that planned recall reranks each path with (`None`: RRF order).
+    pub fn set_reranker(&mut self, reranker: Option<Arc<dyn Reranker>>) {
+        self.reranker = reranker;
+    }
+
+    /// The configured cross-encoder's model, or why there is none.
+    pub fn reranker_name(&self) -> String {
+        match &self.reranker {
+            Some(r) => r.model().to_string(),
+            None => NO_RERANKER.to_string(),
+        }
+    }
+
+    /// Reorders the head of a path's list by the cross-encoder's scores for the path's query.
+    fn rerank_path(
+        &mut self,
+        filter: &ScopeFilter,
+        query: &str,
+        list: &mut [Unit],
+    ) -> Result<(), EngineError> {
+        let Some(reranker) = self.reranker.clone() else {
+            return Ok(());
+        };
+        let head = list.len().min(RERANK_TOP);
+        let turn_ids: Vec<TurnId> = list[..head]
+            .iter()
+            .filter_map(|u| match u {
+                Unit::Turn(t) => Some(t.clone()),
+                Unit::Card(_) => None,
+            })
+            .collect();
+        let turns: HashMap<TurnId, Turn> = self
+            .store
+            .turns(&turn_ids)?
+            .into_iter()
+            .map(|t| (t.id.clone(), t))
+            .collect();
+        let index = self.card_index(&filter.user_id)?;
+        let texts: Vec<String> = list[..head]
+            .iter()
+            .map(|u| match u {
+                Unit::Card(id) => index.cards.get(id).map(|c| c.text.clone()),
+                Unit::Turn(id) => turns.get(id).map(|t| t.rendered()),
+            })
+            .map(Option::unwrap_or_default)
+            .collect();
+        let scores = reranker.rerank(query, &texts)?;
+        let mut scored: Vec<(Unit, f32)> = list[..head].iter().cloned().zip(scores).collect();
+        scored.sort_by(|a, b| b.1.total_cmp(&a.1));
+        for (slot, (u, _)) in list[..head].iter_mut().zip(scored) {
+            *slot = u;
+        }
+        Ok(())
+    }
+
     /// Plans the question (one call with `planner`, else the question itself is the one path),
     /// ranks cards and turns per path, fuses, selects with diversity and packs the context.
     pub fn recall_planned(
@@ -161,13 +223,29 @@ impl Engine {
         if request.single_list {
             return self.recall_single_list(request, plan, plan_note, cost, k, budget);
         }
+        let mut rerank_failure: Option<String> = None;
         for path in &plan.paths {
             let lists = self.path_lists(filter, path, per_list)?;
             let views: Vec<(&[(Unit, usize)], f32)> =
                 lists.iter().map(|l| (l.as_slice(), 1.0)).collect();
             let fused = rrf_ranked(&views, self.config.recall.rrf_k);
-            path_lists.push(fused.into_iter().map(|(u, _)| u).collect());
+            let mut list: Vec<Unit> = fused.into_iter().map(|(u, _)| u).collect();
+            if let Err(e) = self.rerank_path(filter, &path.query, &mut list) {
+                rerank_failure.get_or_insert_with(|| e.to_string());
+            }
+            path_lists.push(list);
         }
+        let reranker = match (&self.reranker, rerank_failure) {
+            (None, _) => NO_RERANKER.to_string(),
+            (Some(r), None) => format!(
+                "{}: the top {RERANK_TOP} of each path reordered by the cross-encoder",
+                r.model()
+            ),
+            (Some(r), Some(e)) => format!(
+                "{} failed ({e}): paths ranked by RRF of their lists",
+                r.model()
+            ),
+        };
         let views: Vec<(&[Unit], f32)> = path_lists.iter().map(|l| (l.as_slice(), 1.0)).collect();
         let fused = rrf(&views, self.config.recall.rrf_k);
         let scores: HashMap<Unit, f32> = fused.iter().cloned().collect();
@@ -195,6 +273,7 @@ impl Engine {
                 chosen,
                 path_lists,
                 scores,
+                reranker,
             },
             k,
             budget,
@@ -237,6 +316,7 @@ impl Engine {
                 path_lists: vec![chosen.clone()],
                 chosen,
                 scores,
+                reranker: "none: the single-list ablation reranks nothing".into(),
             },
             k,
             budget,
@@ -258,6 +338,7 @@ impl Engine {
             chosen,
             path_lists,
             scores,
+            reranker,
         } = c;
         let index = self.card_index(&filter.user_id)?;
         let cards: HashMap<CardId, Card> = chosen
@@ -324,7 +405,7 @@ impl Engine {
         Ok(Recalled {
             plan,
             plan_note,
-            reranker: NO_RERANKER.into(),
+            reranker,
             items,
             context_tokens: tokens::count(&context),
             context,

@@ -67,6 +67,8 @@ pub struct Engine {
     embedder: Option<Arc<dyn Embedder>>,
     /// Per user, built on first recall over cards; dropped when the user's cards change.
     card_indexes: std::collections::HashMap<String, card_index::CardIndex>,
+    /// The cross-encoder planned recall reorders each path with, when one is configured.
+    reranker: Option<Arc<dyn aril_llm::Reranker>>,
     _lock: lock::DirLock,
 }
 
@@ -121,6 +123,7 @@ impl Engine {
             vectors: VectorIndex::default(),
             embedder,
             card_indexes: Default::default(),
+            reranker: None,
             _lock: lock,
         };
         engine.catch_up_indexes()?;

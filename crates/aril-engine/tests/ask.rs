@@ -6,7 +6,7 @@ use std::sync::atomic::AtomicBool;
 
 mod common;
 
-use aril_engine::llm::{LlmError, Scripted};
+use aril_engine::llm::{LlmError, Reranker, Scripted};
 use aril_engine::{
     AskRequest, Config, ConsolidateOptions, Engine, EngineError, IngestOptions, NewTurn, Role,
     Scope, ScopeFilter, UnitKind,
@@ -225,6 +225,59 @@ fn the_single_list_ablation_recalls_cards_from_one_list_only() {
     req.single_list = false;
     let fused = engine.recall_planned(&req, Some(&two_paths())).unwrap();
     assert!(fused.items.iter().any(|i| i.kind == UnitKind::Turn));
+}
+
+/// A cross-encoder stand-in at the reranker seam (no weights exist offline): scores 1 for the
+/// documents that contain a word, else 0; or fails.
+struct ByWord(Option<&'static str>);
+
+impl Reranker for ByWord {
+    fn model(&self) -> &str {
+        "by-word"
+    }
+
+    fn rerank(&self, _query: &str, documents: &[String]) -> Result<Vec<f32>, LlmError> {
+        let word = self.0.ok_or_else(|| LlmError::Unreachable {
+            url: "http://127.0.0.1:9/v1/rerank".into(),
+            reason: "refused".into(),
+        })?;
+        Ok(documents
+            .iter()
+            .map(|d| f32::from(u8::from(d.contains(word))))
+            .collect())
+    }
+}
+
+#[test]
+fn a_reranker_reorders_each_path_and_a_failing_one_is_reported_not_hidden() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut engine, _) = engine_with_cards(dir.path());
+    let req = request("How is my dog Pimenta?");
+    let plain = engine.recall_planned(&req, None).unwrap();
+    assert!(plain.items[0].text.contains("Pimenta"), "{}", plain.context);
+    engine.set_reranker(Some(std::sync::Arc::new(ByWord(Some("marathon")))));
+    let reranked = engine.recall_planned(&req, None).unwrap();
+    assert!(
+        reranked.reranker.starts_with("by-word"),
+        "{}",
+        reranked.reranker
+    );
+    assert!(
+        reranked.items[0].text.contains("marathon"),
+        "the cross-encoder's favourite leads: {}",
+        reranked.context
+    );
+    engine.set_reranker(Some(std::sync::Arc::new(ByWord(None))));
+    let failed = engine.recall_planned(&req, None).unwrap();
+    assert!(
+        failed.reranker.contains("failed") && failed.reranker.contains("refused"),
+        "{}",
+        failed.reranker
+    );
+    assert_eq!(
+        failed.items.iter().map(|i| &i.id).collect::<Vec<_>>(),
+        plain.items.iter().map(|i| &i.id).collect::<Vec<_>>()
+    );
 }
 
 #[test]

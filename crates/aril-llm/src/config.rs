@@ -17,6 +17,9 @@ pub enum Role {
     Answerer,
     /// Grades answers in benchmarks.
     Judge,
+    /// A cross-encoder behind `/rerank`; configured on its own (`ARIL_LLM_RERANKER_*` only: a chat
+    /// endpoint is no reranker).
+    Reranker,
 }
 
 impl Role {
@@ -26,6 +29,7 @@ impl Role {
             Role::Planner => "planner",
             Role::Answerer => "answerer",
             Role::Judge => "judge",
+            Role::Reranker => "reranker",
         }
     }
 }
@@ -56,7 +60,11 @@ impl Endpoint {
                 "ARIL_LLM_{}_{field}",
                 role.as_str().to_ascii_uppercase()
             ))
-            .or_else(|| var(&format!("ARIL_LLM_{field}")))
+            .or_else(|| {
+                (role != Role::Reranker)
+                    .then(|| var(&format!("ARIL_LLM_{field}")))
+                    .flatten()
+            })
             .filter(|v| !v.trim().is_empty())
         };
         let Some(base_url) = get("BASE_URL") else {
@@ -69,12 +77,18 @@ impl Endpoint {
             )));
         }
         let model = get("MODEL").ok_or_else(|| {
-            LlmError::Config(format!(
-                "a base URL is set for the {0} but no model: set ARIL_LLM_MODEL (or \
-                 ARIL_LLM_{1}_MODEL)",
-                role.as_str(),
-                role.as_str().to_ascii_uppercase()
-            ))
+            let upper = role.as_str().to_ascii_uppercase();
+            LlmError::Config(if role == Role::Reranker {
+                format!(
+                    "ARIL_LLM_RERANKER_BASE_URL is set but no model: set ARIL_LLM_{upper}_MODEL"
+                )
+            } else {
+                format!(
+                    "a base URL is set for the {} but no model: set ARIL_LLM_MODEL (or \
+                     ARIL_LLM_{upper}_MODEL)",
+                    role.as_str()
+                )
+            })
         })?;
         Ok(Some(Self {
             base_url: base_url.trim_end_matches('/').to_string(),

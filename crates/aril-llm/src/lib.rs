@@ -11,6 +11,7 @@ mod client;
 mod config;
 mod error;
 mod local;
+mod rerank;
 #[cfg(feature = "scripted")]
 mod scripted;
 mod structured;
@@ -21,6 +22,7 @@ pub use client::{ChatModel, ChatReply, ChatRequest, Message, OpenAiClient, Respo
 pub use config::{ClientOptions, Endpoint, Role};
 pub use error::LlmError;
 pub use local::LocalServer;
+pub use rerank::{RerankClient, Reranker};
 #[cfg(feature = "scripted")]
 pub use scripted::Scripted;
 pub use structured::{JsonSpec, Structured, bounded_strings, complete_json};

@@ -99,6 +99,8 @@ pub struct BenchModels {
     pub cancel: Arc<AtomicBool>,
     /// Runs one of the paper's ablations instead of the full pipeline.
     pub ablation: Option<Ablation>,
+    /// The cross-encoder each path is reranked with, if any.
+    pub reranker: Option<Arc<dyn aril_engine::llm::Reranker>>,
 }
 
 /// Units recalled per question, and the context budget they may fill (above the scorer's 4k).
@@ -158,8 +160,10 @@ impl AriLlm {
             "{name}-cards-{model}-{}x{}{ablated}",
             encode.max_cards, encode.max_tokens
         ));
+        let mut aril = Aril::open(&dir, embeddings, config)?;
+        aril.engine().set_reranker(models.reranker.clone());
         Ok(Self {
-            aril: Aril::open(&dir, embeddings, config)?,
+            aril,
             encoder,
             planner: models.planner.clone(),
             encode,
@@ -263,7 +267,7 @@ impl Strategy for AriLlm {
         json!({
             "encoder": self.encoder.model(),
             "planner": self.planner.as_ref().map(|p| p.model().to_string()),
-            "reranker": "none (no cross-encoder offline)",
+            "reranker": self.aril.engine_ref().reranker_name(),
             "ablation": self.ablation.map(Ablation::name),
             "encode_config": {"max_cards": self.encode.max_cards, "max_tokens": self.encode.max_tokens},
             "haystacks": self.haystacks,
