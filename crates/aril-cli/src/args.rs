@@ -39,6 +39,8 @@ pub enum Command {
     Search(SearchCmd),
     /// List the closed segments of a scope.
     Segments(SegmentsCmd),
+    /// The user profile of a scope: its current preference cards, newest first.
+    Profile(SegmentsCmd),
     /// Counts of the data directory.
     Stats(StatsCmd),
     /// Delete everything of a scope: turns, segments, index entries, cached vectors.

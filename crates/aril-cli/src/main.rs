@@ -64,6 +64,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Add(cmd) => add::run(open(&cli)?, cmd),
         Command::Search(cmd) => output::search(open(&cli)?, cmd),
         Command::Segments(cmd) => output::segments(&open(&cli)?, cmd),
+        Command::Profile(cmd) => output::profile(&mut open(&cli)?, cmd),
         Command::Stats(cmd) => output::stats(&open(&cli)?, cmd),
         Command::Delete(cmd) => {
             let mut engine = open(&cli)?;

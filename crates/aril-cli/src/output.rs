@@ -70,6 +70,25 @@ pub fn segments(engine: &Engine, cmd: &SegmentsCmd) -> anyhow::Result<()> {
     Ok(())
 }
 
+pub fn profile(engine: &mut Engine, cmd: &SegmentsCmd) -> anyhow::Result<()> {
+    let cards = engine.profile(&cmd.scope.filter()?)?;
+    if cmd.json {
+        println!("{}", serde_json::to_string_pretty(&cards)?);
+        return Ok(());
+    }
+    for c in &cards {
+        let when = c
+            .time
+            .as_ref()
+            .and_then(|t| t.start)
+            .map(|t| t.format("%Y-%m-%d ").to_string())
+            .unwrap_or_default();
+        println!("{when}{}", c.text);
+    }
+    println!("({} preference cards)", cards.len());
+    Ok(())
+}
+
 pub fn stats(engine: &Engine, cmd: &StatsCmd) -> anyhow::Result<()> {
     let stats = engine.stats()?;
     if cmd.json {

@@ -149,6 +149,23 @@ impl Engine {
         self.reranker = reranker;
     }
 
+    /// The user profile of a scope: its current preference cards (superseded ones left out),
+    /// newest first. Derived from the cards, so it is refreshed whenever preference cards arrive.
+    pub fn profile(&mut self, filter: &ScopeFilter) -> Result<Vec<Card>, EngineError> {
+        let index = self.card_index(&filter.user_id)?;
+        let mut cards: Vec<Card> = index
+            .cards
+            .values()
+            .filter(|c| c.kind == CardKind::Preference && filter.admits(&c.scope))
+            .cloned()
+            .collect();
+        cards.sort_by(|a, b| {
+            let when = |c: &Card| c.time.as_ref().and_then(|t| t.start);
+            when(b).cmp(&when(a)).then_with(|| a.id.0.cmp(&b.id.0))
+        });
+        Ok(cards)
+    }
+
     /// The configured cross-encoder's model, or why there is none.
     pub fn reranker_name(&self) -> String {
         match &self.reranker {
@@ -564,7 +581,21 @@ impl Engine {
             let hits = |hits: Vec<aril_index::Hit>| -> Vec<CardId> {
                 hits.into_iter().map(|h| CardId(h.id)).collect()
             };
-            lists.push(as_list(hits(index.dense(filter, &qv, per_list))));
+            let dense = hits(index.dense(filter, &qv, per_list));
+            // The user profile: the preference cards among the dense hits get a list of their
+            // own, a second vote for "what do I like" questions (the paper's named weakness).
+            let profile: Vec<CardId> = dense
+                .iter()
+                .filter(|id| {
+                    index
+                        .cards
+                        .get(*id)
+                        .is_some_and(|c| c.kind == CardKind::Preference)
+                })
+                .cloned()
+                .collect();
+            lists.push(as_list(dense));
+            lists.push(as_list(profile));
             lists.push(as_list(hits(index.lexical(
                 filter,
                 &lexical_query,

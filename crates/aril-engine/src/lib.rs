@@ -31,7 +31,9 @@ use aril_store::{SqliteStore, Store, StoreStats};
 use serde::Serialize;
 
 pub use aril_cards::EncodeConfig;
-pub use aril_core::{NewTurn, Role, Scope, ScopeFilter, Segment, parse_calendar_date};
+pub use aril_core::{
+    Card, CardKind, NewTurn, Role, Scope, ScopeFilter, Segment, parse_calendar_date,
+};
 pub use aril_datasets as datasets;
 pub use aril_embed as embed;
 pub use aril_llm as llm;

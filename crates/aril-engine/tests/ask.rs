@@ -63,6 +63,11 @@ fn turns(user: &str) -> Vec<NewTurn> {
 /// An engine with the conversation ingested and every segment written into one card that cites
 /// the segment's first turn.
 fn engine_with_cards(dir: &std::path::Path) -> (Engine, usize) {
+    engine_with_dog_card(dir, "fact")
+}
+
+/// As [`engine_with_cards`], with the dog's card of type `dog_kind`.
+fn engine_with_dog_card(dir: &std::path::Path, dog_kind: &str) -> (Engine, usize) {
     let mut engine = Engine::open_with_embedder(dir, Config::default(), embedder()).unwrap();
     engine
         .ingest(
@@ -79,7 +84,7 @@ fn engine_with_cards(dir: &std::path::Path) -> (Engine, usize) {
             let first = engine.turns(&s.turns[..1]).unwrap().remove(0);
             let dog = first.turn.text.contains("beagle");
             json!({"cards": [{
-                "type": if dog { "fact" } else { "event" },
+                "type": if dog { dog_kind } else { "event" },
                 "text": format!("Card: {}", first.turn.text),
                 "entities": if dog { vec!["Pimenta"] } else { vec!["Lisbon marathon"] },
                 "topics": if dog { vec!["pets"] } else { vec!["running"] },
@@ -277,6 +282,30 @@ fn a_reranker_reorders_each_path_and_a_failing_one_is_reported_not_hidden() {
     assert_eq!(
         failed.items.iter().map(|i| &i.id).collect::<Vec<_>>(),
         plain.items.iter().map(|i| &i.id).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn preference_cards_form_the_profile_and_get_a_list_of_their_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut engine, _) = engine_with_dog_card(dir.path(), "preference");
+    let profile = engine.profile(&ScopeFilter::user("u")).unwrap();
+    assert_eq!(profile.len(), 1, "{profile:?}");
+    assert!(profile[0].text.contains("Pimenta"));
+    assert!(
+        engine
+            .profile(&ScopeFilter::user("nobody"))
+            .unwrap()
+            .is_empty()
+    );
+    // The preference card is found by the dense list and again by the profile list, and leads.
+    let r = engine
+        .recall_planned(&request("Which dog do I like?"), None)
+        .unwrap();
+    assert!(r.items[0].text.contains("Pimenta"), "{}", r.context);
+    assert_eq!(
+        r.items[0].card_kind,
+        Some(aril_engine::CardKind::Preference)
     );
 }
 

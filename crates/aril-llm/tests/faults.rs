@@ -402,7 +402,11 @@ fn endpoints_come_from_the_environment_per_role_with_a_shared_fallback() {
     let judge = Endpoint::from_lookup(Role::Judge, env).unwrap().unwrap();
     assert_eq!(judge.model, "big");
     // A chat endpoint is no reranker: the reranker never takes the shared settings.
-    assert!(Endpoint::from_lookup(Role::Reranker, env).unwrap().is_none());
+    assert!(
+        Endpoint::from_lookup(Role::Reranker, env)
+            .unwrap()
+            .is_none()
+    );
     let no_model =
         Endpoint::from_lookup(Role::Planner, vars(&[("ARIL_LLM_BASE_URL", "http://x/v1")]));
     assert!(matches!(no_model, Err(LlmError::Config(m)) if m.contains("ARIL_LLM_MODEL")));
