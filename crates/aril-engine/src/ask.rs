@@ -348,17 +348,9 @@ impl Engine {
         k: usize,
         budget: usize,
     ) -> Result<Recalled, EngineError> {
-        let Chosen {
-            plan,
-            plan_note,
-            cost,
-            chosen,
-            path_lists,
-            scores,
-            reranker,
-        } = c;
         let index = self.card_index(&filter.user_id)?;
-        let cards: HashMap<CardId, Card> = chosen
+        let cards: HashMap<CardId, Card> = c
+            .chosen
             .iter()
             .filter_map(|u| match u {
                 Unit::Card(id) => index.cards.get(id).map(|c| (id.clone(), c.clone())),
@@ -366,7 +358,7 @@ impl Engine {
             })
             .collect();
         let found_by = |u: &Unit| -> Vec<usize> {
-            path_lists
+            c.path_lists
                 .iter()
                 .enumerate()
                 .filter(|(_, l)| l.contains(u))
@@ -374,7 +366,7 @@ impl Engine {
                 .collect()
         };
         let mut turn_ids: Vec<TurnId> = Vec::new();
-        for u in &chosen {
+        for u in &c.chosen {
             match u {
                 Unit::Turn(t) => turn_ids.push(t.clone()),
                 Unit::Card(c) => {
@@ -393,7 +385,7 @@ impl Engine {
         let mut items: Vec<ContextItem> = Vec::new();
         let mut shown: HashSet<TurnId> = HashSet::new();
         let mut used = 0usize;
-        for unit in &chosen {
+        for unit in &c.chosen {
             if items.len() >= k {
                 break;
             }
@@ -401,7 +393,7 @@ impl Engine {
                 Unit::Card(id) => cards.get(id).map(|c| card_item(c, &turns)),
                 Unit::Turn(id) => {
                     if shown.contains(id) {
-                        continue; // a chosen card already shows it
+                        continue; // a c.chosen card already shows it
                     }
                     turns.get(id).map(turn_item)
                 }
@@ -415,18 +407,18 @@ impl Engine {
             shown.extend(item.turns.iter().cloned());
             item.rank = items.len() + 1;
             item.paths = found_by(unit);
-            item.score = scores.get(unit).copied().unwrap_or(0.0);
+            item.score = c.scores.get(unit).copied().unwrap_or(0.0);
             items.push(item);
         }
         let context = render_context(&items);
         Ok(Recalled {
-            plan,
-            plan_note,
-            reranker,
+            plan: c.plan,
+            plan_note: c.plan_note,
+            reranker: c.reranker,
             items,
             context_tokens: tokens::count(&context),
             context,
-            cost,
+            cost: c.cost,
         })
     }
 

@@ -3,8 +3,9 @@
 //! `json_schema` support. It is a fault injector, not a stand-in for a model: the real model runs
 //! in `tests/llama_server.rs`.
 
+mod common;
+
 use std::collections::VecDeque;
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -96,20 +97,7 @@ fn serve(plays: Vec<Play>) -> (Script, String) {
     let app = axum::Router::new()
         .route("/v1/chat/completions", axum::routing::post(play))
         .with_state(script.clone());
-    let (tx, rx) = std::sync::mpsc::channel::<SocketAddr>();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            tx.send(listener.local_addr().unwrap()).unwrap();
-            axum::serve(listener, app).await.unwrap();
-        });
-    });
-    let addr = rx.recv().unwrap();
+    let addr = common::serve_on_loopback(app);
     (script, format!("http://{addr}/v1"))
 }
 

@@ -2,8 +2,9 @@
 //! llama.cpp, and TEI). It plays the protocol with a word-overlap score: no registry package
 //! carries cross-encoder weights, so the real model cannot run here.
 
+mod common;
+
 use std::collections::HashSet;
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use aril_llm::{ClientOptions, Endpoint, LlmError, RerankClient, Reranker};
@@ -76,19 +77,8 @@ fn serve(shape: Shape) -> (Server, String) {
     let app = axum::Router::new()
         .route("/v1/rerank", axum::routing::post(rerank))
         .with_state(server.clone());
-    let (tx, rx) = std::sync::mpsc::channel::<SocketAddr>();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            tx.send(listener.local_addr().unwrap()).unwrap();
-            axum::serve(listener, app).await.unwrap();
-        });
-    });
-    (server, format!("http://{}/v1", rx.recv().unwrap()))
+    let addr = common::serve_on_loopback(app);
+    (server, format!("http://{addr}/v1"))
 }
 
 fn client(base_url: String) -> RerankClient {

@@ -32,6 +32,24 @@ pub fn mem0_f1(prediction: &str, reference: &str) -> f64 {
     2.0 * p * r / (p + r)
 }
 
+/// Tokens of `pred` matched in `gold`, each gold token used at most as often as it occurs (the
+/// multiset intersection both BLEU's clipped counts and LoCoMo's F1 take).
+fn clipped_matches(pred: &[String], gold: &[String]) -> usize {
+    let mut available: HashMap<&str, usize> = HashMap::new();
+    for t in gold {
+        *available.entry(t.as_str()).or_default() += 1;
+    }
+    pred.iter()
+        .filter(|t| match available.get_mut(t.as_str()) {
+            Some(n) if *n > 0 => {
+                *n -= 1;
+                true
+            }
+            _ => false,
+        })
+        .count()
+}
+
 /// Contraction endings NLTK's Treebank tokenizer splits off a word.
 const CONTRACTIONS: &[&str] = &["n't", "'s", "'re", "'ve", "'ll", "'d", "'m"];
 
@@ -87,19 +105,7 @@ pub fn mem0_bleu1(prediction: &str, reference: &str) -> f64 {
     if pred.is_empty() || gold.is_empty() {
         return 0.0;
     }
-    let mut available: HashMap<&str, usize> = HashMap::new();
-    for t in &gold {
-        *available.entry(t.as_str()).or_default() += 1;
-    }
-    let mut matched = 0usize;
-    for t in &pred {
-        if let Some(n) = available.get_mut(t.as_str())
-            && *n > 0
-        {
-            *n -= 1;
-            matched += 1;
-        }
-    }
+    let matched = clipped_matches(&pred, &gold);
     if matched == 0 {
         return 0.0;
     }
@@ -134,19 +140,7 @@ fn locomo_token_f1(stemmer: &PorterStemmer, prediction: &str, reference: &str) -
             .collect()
     };
     let (pred, gold) = (stem(prediction), stem(reference));
-    let mut available: HashMap<&str, usize> = HashMap::new();
-    for t in &gold {
-        *available.entry(t.as_str()).or_default() += 1;
-    }
-    let mut same = 0usize;
-    for t in &pred {
-        if let Some(n) = available.get_mut(t.as_str())
-            && *n > 0
-        {
-            *n -= 1;
-            same += 1;
-        }
-    }
+    let same = clipped_matches(&pred, &gold);
     if same == 0 {
         return 0.0;
     }
