@@ -192,12 +192,7 @@ impl Engine {
                 Unit::Card(_) => None,
             })
             .collect();
-        let turns: HashMap<TurnId, Turn> = self
-            .store
-            .turns(&turn_ids)?
-            .into_iter()
-            .map(|t| (t.id.clone(), t))
-            .collect();
+        let turns = self.turns_by_id(&turn_ids)?;
         let index = self.card_index(&filter.user_id)?;
         let texts: Vec<String> = list[..head]
             .iter()
@@ -376,12 +371,7 @@ impl Engine {
                 }
             }
         }
-        let turns: HashMap<TurnId, Turn> = self
-            .store
-            .turns(&turn_ids)?
-            .into_iter()
-            .map(|t| (t.id.clone(), t))
-            .collect();
+        let turns = self.turns_by_id(&turn_ids)?;
         let mut items: Vec<ContextItem> = Vec::new();
         let mut shown: HashSet<TurnId> = HashSet::new();
         let mut used = 0usize;

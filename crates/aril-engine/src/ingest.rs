@@ -296,12 +296,7 @@ impl Engine {
             .filter(|id| !in_batch.contains_key(id))
             .cloned()
             .collect();
-        let stored: HashMap<TurnId, Turn> = self
-            .store
-            .turns(&earlier)?
-            .into_iter()
-            .map(|t| (t.id.clone(), t))
-            .collect();
+        let stored = self.turns_by_id(&earlier)?;
         let mut out = Vec::with_capacity(closed.len());
         for c in closed {
             let members: Vec<Turn> = c

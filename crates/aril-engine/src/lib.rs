@@ -88,6 +88,19 @@ pub struct Stats {
 }
 
 impl Engine {
+    /// Stored turns by id (ids not stored are absent).
+    pub(crate) fn turns_by_id(
+        &self,
+        ids: &[aril_core::TurnId],
+    ) -> Result<std::collections::HashMap<aril_core::TurnId, aril_core::Turn>, EngineError> {
+        Ok(self
+            .store
+            .turns(ids)?
+            .into_iter()
+            .map(|t| (t.id.clone(), t))
+            .collect())
+    }
+
     /// Opens (creating if needed) a data directory. The embedding model is loaded on first use
     /// from `config.model_dir` (default: [`aril_embed::default_model_dir`]).
     pub fn open(dir: &Path, config: Config) -> Result<Self, EngineError> {
