@@ -9,7 +9,8 @@ use crate::args::AskCmd;
 use crate::models;
 
 pub fn run(mut engine: Engine, cmd: &AskCmd) -> anyhow::Result<()> {
-    engine.set_reranker(models::reranker()?);
+    let llm = engine.config().llm.clone();
+    engine.set_reranker(models::reranker(&llm)?);
     let asked_at = match cmd.at.as_deref() {
         None => None,
         Some(s) => Some(match aril_engine::parse_calendar_date(s) {
@@ -25,7 +26,7 @@ pub fn run(mut engine: Engine, cmd: &AskCmd) -> anyhow::Result<()> {
         budget: cmd.budget,
         single_list: false,
     };
-    let planner: Option<OpenAiClient> = models::client(Role::Planner)?;
+    let planner: Option<OpenAiClient> = models::client(Role::Planner, &llm)?;
     let planner = planner.as_ref().map(|p| p as &dyn ChatModel);
     if cmd.context_only {
         let recalled = engine.recall_planned(&request, planner)?;
@@ -36,7 +37,7 @@ pub fn run(mut engine: Engine, cmd: &AskCmd) -> anyhow::Result<()> {
         }
         return Ok(());
     }
-    let answerer = models::required(Role::Answerer)?;
+    let answerer = models::required(Role::Answerer, &llm)?;
     let response = engine.ask(&request, planner, &answerer)?;
     if cmd.json {
         println!("{}", serde_json::to_string_pretty(&response)?);

@@ -9,7 +9,7 @@ use aril_bench::qa::QaOptions;
 use aril_bench::strategy::{Ablation, BenchModels};
 use aril_bench::{BenchOptions, Benchmark};
 use aril_engine::embed::{Embedder, MiniLm, default_model_dir};
-use aril_engine::llm::{ChatModel, OpenAiClient, Role};
+use aril_engine::llm::{ChatModel, LlmSettings, OpenAiClient, Role};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
 use crate::args::{BenchCmd, BenchName, Cli};
@@ -26,6 +26,7 @@ fn default_cache_dir() -> PathBuf {
 /// a bar for card writing under `bars` and Ctrl-C as its stop.
 fn bench_models(
     cmd: &BenchCmd,
+    llm: &LlmSettings,
     bars: &MultiProgress,
     cancel: Arc<AtomicBool>,
 ) -> anyhow::Result<BenchModels> {
@@ -47,9 +48,9 @@ fn bench_models(
     }
     if cmd.strategy == "aril-llm" {
         let arc = |c: OpenAiClient| Arc::new(c) as Arc<dyn ChatModel>;
-        models.encoder = Some(arc(models::required(Role::Encoder)?));
-        models.planner = models::client(Role::Planner)?.map(arc);
-        models.reranker = models::reranker()?;
+        models.encoder = Some(arc(models::required(Role::Encoder, llm)?));
+        models.planner = models::client(Role::Planner, llm)?.map(arc);
+        models.reranker = models::reranker(llm)?;
         if models.planner.is_none() {
             eprintln!("note: no planner model configured: each question is searched as asked");
         }
@@ -67,7 +68,7 @@ fn bench_models(
 }
 
 /// The answerer and judge for `--answer` / `--judge`, from the environment.
-fn qa_options(cmd: &BenchCmd) -> anyhow::Result<Option<QaOptions>> {
+fn qa_options(cmd: &BenchCmd, llm: &LlmSettings) -> anyhow::Result<Option<QaOptions>> {
     if !cmd.answer && !cmd.judge {
         return Ok(None);
     }
@@ -76,9 +77,9 @@ fn qa_options(cmd: &BenchCmd) -> anyhow::Result<Option<QaOptions>> {
     }
     let arc = |c: OpenAiClient| Arc::new(c) as Arc<dyn ChatModel>;
     Ok(Some(QaOptions {
-        answerer: arc(models::required(Role::Answerer)?),
+        answerer: arc(models::required(Role::Answerer, llm)?),
         judge: if cmd.judge {
-            Some(arc(models::required(Role::Judge)?))
+            Some(arc(models::required(Role::Judge, llm)?))
         } else {
             None
         },
@@ -96,6 +97,7 @@ pub fn run(cli: &Cli, cmd: &BenchCmd) -> anyhow::Result<()> {
     };
     let cancel = progress::cancel_on_ctrl_c();
     let bars = MultiProgress::new();
+    let config = crate::load_config(cli)?;
     let options = BenchOptions {
         benchmark,
         data: cmd.data.clone(),
@@ -103,9 +105,9 @@ pub fn run(cli: &Cli, cmd: &BenchCmd) -> anyhow::Result<()> {
         limit: cmd.limit,
         cache_dir: cmd.cache_dir.clone().unwrap_or_else(default_cache_dir),
         model,
-        engine: crate::load_config(cli)?,
-        models: bench_models(cmd, &bars, cancel.clone())?,
-        qa: qa_options(cmd)?,
+        models: bench_models(cmd, &config.llm, &bars, cancel.clone())?,
+        qa: qa_options(cmd, &config.llm)?,
+        engine: config,
     };
     let bar = bars.add(ProgressBar::new(0));
     bar.set_style(

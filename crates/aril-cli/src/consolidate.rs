@@ -9,7 +9,7 @@ use crate::args::ConsolidateCmd;
 use crate::{models, progress};
 
 pub fn run(mut engine: Engine, cmd: &ConsolidateCmd) -> anyhow::Result<()> {
-    let model = models::required(Role::Encoder)?;
+    let model = models::required(Role::Encoder, &engine.config().llm)?;
     let options = ConsolidateOptions {
         limit: cmd.limit.unwrap_or(usize::MAX),
         retry_failed: cmd.retry_failed,

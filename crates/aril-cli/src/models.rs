@@ -1,17 +1,17 @@
-//! The language models a command uses, one per role, from the `ARIL_LLM_*` environment
-//! (`ARIL_LLM_<ROLE>_*` first).
+//! The language models a command uses, one per role, from the `ARIL_LLM_*` environment and the
+//! configuration file's `[llm]` table (`ARIL_LLM_<ROLE>_*`, `[llm.<role>]`, `ARIL_LLM_*`, `[llm]`).
 
 use std::sync::Arc;
 
 use aril_engine::llm::{
-    ClientOptions, Endpoint, Ledger, OpenAiClient, RerankClient, Reranker, Role,
+    ClientOptions, Endpoint, Ledger, LlmSettings, OpenAiClient, RerankClient, Reranker, Role,
 };
 
 use crate::args::EncodeArgs;
 
 /// The client of a role, or `None` when no endpoint is configured for it.
-pub fn client(role: Role) -> anyhow::Result<Option<OpenAiClient>> {
-    let Some(endpoint) = Endpoint::from_env(role)? else {
+pub fn client(role: Role, settings: &LlmSettings) -> anyhow::Result<Option<OpenAiClient>> {
+    let Some(endpoint) = Endpoint::from_env_and(role, settings)? else {
         return Ok(None);
     };
     Ok(Some(OpenAiClient::new(
@@ -22,12 +22,14 @@ pub fn client(role: Role) -> anyhow::Result<Option<OpenAiClient>> {
 }
 
 /// The client of a role that the command cannot do without.
-pub fn required(role: Role) -> anyhow::Result<OpenAiClient> {
-    client(role)?.ok_or_else(|| {
+pub fn required(role: Role, settings: &LlmSettings) -> anyhow::Result<OpenAiClient> {
+    client(role, settings)?.ok_or_else(|| {
         let r = role.as_str().to_ascii_uppercase();
         anyhow::anyhow!(
             "no {} model configured: set ARIL_LLM_BASE_URL (e.g. http://127.0.0.1:8080/v1) and \
-             ARIL_LLM_MODEL, or ARIL_LLM_{r}_BASE_URL and ARIL_LLM_{r}_MODEL",
+             ARIL_LLM_MODEL, or ARIL_LLM_{r}_BASE_URL and ARIL_LLM_{r}_MODEL (or base_url and \
+             model under [llm] or [llm.{}] in the --config file)",
+            role.as_str(),
             role.as_str()
         )
     })
@@ -47,9 +49,9 @@ pub fn encode_config(args: &EncodeArgs) -> anyhow::Result<aril_engine::EncodeCon
     Ok(config)
 }
 
-/// The cross-encoder from `ARIL_LLM_RERANKER_BASE_URL` / `_MODEL` / `_API_KEY`, if configured.
-pub fn reranker() -> anyhow::Result<Option<Arc<dyn Reranker>>> {
-    let Some(endpoint) = Endpoint::from_env(Role::Reranker)? else {
+/// The cross-encoder from `ARIL_LLM_RERANKER_*` or `[llm.reranker]`, if configured.
+pub fn reranker(settings: &LlmSettings) -> anyhow::Result<Option<Arc<dyn Reranker>>> {
+    let Some(endpoint) = Endpoint::from_env_and(Role::Reranker, settings)? else {
         return Ok(None);
     };
     Ok(Some(Arc::new(RerankClient::new(

@@ -20,11 +20,12 @@ pub fn run(engine: Engine, cmd: &ServeCmd) -> anyhow::Result<()> {
              (or `--admin`), or pass --no-auth to serve on loopback without keys"
         );
     }
+    let llm = engine.config().llm.clone();
     let state = AppState::new(engine, !cmd.no_auth)?;
     let encoder = if cmd.no_consolidate {
         None
     } else {
-        models::client(Role::Encoder)?
+        models::client(Role::Encoder, &llm)?
     };
     let consolidator = match encoder {
         Some(model) => {

@@ -31,6 +31,9 @@ pub struct Config {
     pub segment_vectors: SegmentVectors,
     /// Turns committed per transaction during ingest: a crash keeps whole batches only.
     pub ingest_batch: usize,
+    /// Language-model endpoints per role (`[llm]`, `[llm.encoder]`, ...); the `ARIL_LLM_*`
+    /// environment overrides them field by field.
+    pub llm: aril_llm::LlmSettings,
 }
 
 /// How recall ranks and fuses.
@@ -83,6 +86,7 @@ impl Default for Config {
             recall: RecallConfig::default(),
             segment_vectors: SegmentVectors::Pooled,
             ingest_batch: 0,
+            llm: aril_llm::LlmSettings::default(),
         }
     }
 }

@@ -1,8 +1,10 @@
 //! Where each role's model is: base URL, model name and key, from the environment
 //! (`ARIL_LLM_<ROLE>_BASE_URL`, falling back to `ARIL_LLM_BASE_URL`; the same for `_MODEL` and
-//! `_API_KEY`), and how patiently to talk to it.
+//! `_API_KEY`) and from the configuration file's `[llm]` table, and how patiently to talk to it.
 
 use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
 
 use crate::LlmError;
 
@@ -34,6 +36,75 @@ impl Role {
     }
 }
 
+/// One role's endpoint in the configuration file. The key is never written in the file: name the
+/// environment variable that holds it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EndpointSettings {
+    pub base_url: Option<String>,
+    pub model: Option<String>,
+    /// The environment variable holding the API key.
+    pub api_key_env: Option<String>,
+}
+
+/// The configuration file's `[llm]` table: settings shared by every role (but the reranker) and a
+/// table per role. Per field, the most specific source wins: `ARIL_LLM_<ROLE>_*`, then
+/// `[llm.<role>]`, then `ARIL_LLM_*`, then `[llm]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LlmSettings {
+    pub base_url: Option<String>,
+    pub model: Option<String>,
+    pub api_key_env: Option<String>,
+    pub encoder: EndpointSettings,
+    pub planner: EndpointSettings,
+    pub answerer: EndpointSettings,
+    pub judge: EndpointSettings,
+    pub reranker: EndpointSettings,
+}
+
+impl LlmSettings {
+    fn role(&self, role: Role) -> &EndpointSettings {
+        match role {
+            Role::Encoder => &self.encoder,
+            Role::Planner => &self.planner,
+            Role::Answerer => &self.answerer,
+            Role::Judge => &self.judge,
+            Role::Reranker => &self.reranker,
+        }
+    }
+
+    /// The file's value for an `ARIL_LLM_*` variable name, if it sets one (keys through the
+    /// variable `api_key_env` names, read with `env`).
+    fn lookup(&self, name: &str, env: &dyn Fn(&str) -> Option<String>) -> Option<String> {
+        let rest = name.strip_prefix("ARIL_LLM_")?;
+        let roles = [
+            Role::Encoder,
+            Role::Planner,
+            Role::Answerer,
+            Role::Judge,
+            Role::Reranker,
+        ];
+        let (base_url, model, key_env) = match roles
+            .iter()
+            .find(|r| rest.starts_with(&format!("{}_", r.as_str().to_ascii_uppercase())))
+        {
+            Some(r) => {
+                let s = self.role(*r);
+                (&s.base_url, &s.model, &s.api_key_env)
+            }
+            None => (&self.base_url, &self.model, &self.api_key_env),
+        };
+        let field = rest.rsplit_once('_').map(|(_, f)| f).unwrap_or(rest);
+        match field {
+            "URL" => base_url.clone(),
+            "MODEL" => model.clone(),
+            "KEY" => key_env.as_deref().and_then(env),
+            _ => None,
+        }
+    }
+}
+
 /// One OpenAI-compatible endpoint and model.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Endpoint {
@@ -47,6 +118,21 @@ impl Endpoint {
     /// The endpoint of a role from the environment; `Ok(None)` when no base URL is set at all.
     pub fn from_env(role: Role) -> Result<Option<Self>, LlmError> {
         Self::from_lookup(role, |k| std::env::var(k).ok())
+    }
+
+    /// The endpoint of a role from the environment and the configuration file's `[llm]` table
+    /// (the environment wins at the same specificity; see [`LlmSettings`]).
+    pub fn from_env_and(role: Role, settings: &LlmSettings) -> Result<Option<Self>, LlmError> {
+        Self::from_sources(role, &|k| std::env::var(k).ok(), settings)
+    }
+
+    /// As [`Endpoint::from_env_and`], over any variable lookup.
+    pub fn from_sources(
+        role: Role,
+        env: &dyn Fn(&str) -> Option<String>,
+        settings: &LlmSettings,
+    ) -> Result<Option<Self>, LlmError> {
+        Self::from_lookup(role, |k| env(k).or_else(|| settings.lookup(k, env)))
     }
 
     /// As [`Endpoint::from_env`], over any variable lookup (testable without touching the

@@ -19,7 +19,7 @@ mod transport;
 mod usage;
 
 pub use client::{ChatModel, ChatReply, ChatRequest, Message, OpenAiClient, ResponseFormat};
-pub use config::{ClientOptions, Endpoint, Role};
+pub use config::{ClientOptions, Endpoint, EndpointSettings, LlmSettings, Role};
 pub use error::LlmError;
 pub use local::LocalServer;
 pub use rerank::{RerankClient, Reranker};

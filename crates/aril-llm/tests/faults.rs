@@ -395,6 +395,46 @@ fn endpoints_come_from_the_environment_per_role_with_a_shared_fallback() {
             .unwrap()
             .is_none()
     );
+    // The configuration file's [llm] table: the most specific source wins, the environment
+    // before the file at the same level; the key comes from the variable the file names.
+    let file = aril_llm::LlmSettings {
+        base_url: Some("http://file-shared/v1".into()),
+        model: Some("file-model".into()),
+        api_key_env: Some("MY_KEY".into()),
+        judge: aril_llm::EndpointSettings {
+            model: Some("file-judge".into()),
+            ..Default::default()
+        },
+        reranker: aril_llm::EndpointSettings {
+            base_url: Some("http://rerank/v1".into()),
+            model: Some("bge".into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let env_with_key = vars(&[("MY_KEY", "sk-1"), ("ARIL_LLM_MODEL", "env-model")]);
+    let planner = Endpoint::from_sources(Role::Planner, &env_with_key, &file)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (
+            planner.base_url.as_str(),
+            planner.model.as_str(),
+            planner.api_key.as_deref()
+        ),
+        ("http://file-shared/v1", "env-model", Some("sk-1"))
+    );
+    let judge = Endpoint::from_sources(Role::Judge, &env_with_key, &file)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        judge.model, "file-judge",
+        "[llm.judge] is more specific than ARIL_LLM_MODEL"
+    );
+    let reranker = Endpoint::from_sources(Role::Reranker, &env_with_key, &file)
+        .unwrap()
+        .unwrap();
+    assert_eq!((reranker.model.as_str(), reranker.api_key), ("bge", None));
     let no_model =
         Endpoint::from_lookup(Role::Planner, vars(&[("ARIL_LLM_BASE_URL", "http://x/v1")]));
     assert!(matches!(no_model, Err(LlmError::Config(m)) if m.contains("ARIL_LLM_MODEL")));
