@@ -89,7 +89,11 @@ fn qa_options(cmd: &BenchCmd, llm: &LlmSettings) -> anyhow::Result<Option<QaOpti
 
 pub fn run(cli: &Cli, cmd: &BenchCmd) -> anyhow::Result<()> {
     let model_dir = cli.model_dir.clone().unwrap_or_else(default_model_dir);
-    let model: Arc<dyn Embedder> = Arc::new(MiniLm::load(&model_dir)?);
+    let config = crate::load_config(cli)?;
+    let model: Arc<dyn Embedder> = match models::remote_embedder(&config.llm)? {
+        Some(remote) => remote,
+        None => Arc::new(MiniLm::load(&model_dir)?),
+    };
     let benchmark = match cmd.benchmark {
         BenchName::Longmemeval => Benchmark::LongMemEval,
         BenchName::Locomo => Benchmark::Locomo,
@@ -97,7 +101,6 @@ pub fn run(cli: &Cli, cmd: &BenchCmd) -> anyhow::Result<()> {
     };
     let cancel = progress::cancel_on_ctrl_c();
     let bars = MultiProgress::new();
-    let config = crate::load_config(cli)?;
     let options = BenchOptions {
         benchmark,
         data: cmd.data.clone(),

@@ -54,8 +54,11 @@ fn load_config(cli: &Cli) -> anyhow::Result<Config> {
 
 fn open(cli: &Cli) -> anyhow::Result<Engine> {
     let config = load_config(cli)?;
-    Engine::open(&cli.data_dir, config)
-        .with_context(|| format!("opening data directory {}", cli.data_dir.display()))
+    let engine = match models::remote_embedder(&config.llm)? {
+        Some(remote) => Engine::open_with_embedder(&cli.data_dir, config, remote),
+        None => Engine::open(&cli.data_dir, config),
+    };
+    engine.with_context(|| format!("opening data directory {}", cli.data_dir.display()))
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {

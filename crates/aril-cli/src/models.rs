@@ -4,7 +4,8 @@
 use std::sync::Arc;
 
 use aril_engine::llm::{
-    ClientOptions, Endpoint, Ledger, LlmSettings, OpenAiClient, RerankClient, Reranker, Role,
+    ClientOptions, Endpoint, Ledger, LlmSettings, OpenAiClient, OpenAiEmbedder, RerankClient,
+    Reranker, Role,
 };
 
 use crate::args::EncodeArgs;
@@ -58,4 +59,23 @@ pub fn reranker(settings: &LlmSettings) -> anyhow::Result<Option<Arc<dyn Reranke
         endpoint,
         ClientOptions::from_env()?,
     )?)))
+}
+
+/// o200k tokens per chunk sent to a remote embedder.
+const REMOTE_CHUNK_TOKENS: usize = 512;
+
+/// The `/embeddings` endpoint from `ARIL_LLM_EMBEDDER_*` or `[llm.embedder]`, used instead of the
+/// local model when configured (asked once for its dimension).
+pub fn remote_embedder(
+    settings: &LlmSettings,
+) -> anyhow::Result<Option<Arc<dyn aril_engine::embed::Embedder>>> {
+    let Some(endpoint) = Endpoint::from_env_and(Role::Embedder, settings)? else {
+        return Ok(None);
+    };
+    let url = endpoint.base_url.clone();
+    let embedder = OpenAiEmbedder::new(endpoint, ClientOptions::from_env()?, REMOTE_CHUNK_TOKENS)
+        .map_err(|e| {
+        anyhow::anyhow!("the embedding endpoint {url} did not answer a probe: {e}")
+    })?;
+    Ok(Some(Arc::new(embedder)))
 }

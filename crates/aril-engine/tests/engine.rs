@@ -488,3 +488,32 @@ fn aril_cards_config() -> aril_engine::EncodeConfig {
         ..Default::default()
     }
 }
+
+/// Embeddings from an OpenAI-compatible endpoint (llama-server with `--embeddings`, SmolLM2
+/// mean-pooled: a poor embedder, but a real one) behind the engine's embedder seam.
+#[test]
+fn a_real_model_embeds_through_an_openai_compatible_endpoint_and_recall_works() {
+    use aril_engine::embed::Embedder;
+    use aril_engine::llm::{ClientOptions, LocalServer, OpenAiEmbedder};
+    let server = LocalServer::embeddings_from_cache().unwrap_or_else(|e| panic!("{e}"));
+    let remote = OpenAiEmbedder::new(server.endpoint().clone(), ClientOptions::default(), 64)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(remote.dim() > 0);
+    // A text longer than a chunk is embedded whole, in several chunks on character boundaries.
+    let long = "Café in Lisbon, then the marathon. ".repeat(30);
+    let chunked = aril_engine::embed::embed_chunked(&remote, &[long.as_str()]).unwrap();
+    let chunks = &chunked[0].chunks;
+    assert!(chunks.len() >= 3, "{} chunks", chunks.len());
+    assert_eq!(
+        (chunks[0].start, chunks.last().unwrap().end),
+        (0, long.len())
+    );
+    assert!(chunks.iter().all(|c| c.vector.len() == remote.dim()));
+    let dir = tempfile::tempdir().unwrap();
+    let mut engine =
+        Engine::open_with_embedder(dir.path(), Config::default(), std::sync::Arc::new(remote))
+            .unwrap();
+    ingest(&mut engine, conversation("u"), true);
+    let r = search(&mut engine, "u", "marathon in Lisbon", 3);
+    assert!(texts(&r).contains("Lisbon"), "{}", texts(&r));
+}

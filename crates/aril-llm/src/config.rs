@@ -22,6 +22,8 @@ pub enum Role {
     /// A cross-encoder behind `/rerank`; configured on its own (`ARIL_LLM_RERANKER_*` only: a chat
     /// endpoint is no reranker).
     Reranker,
+    /// An `/embeddings` endpoint used instead of the local model; configured on its own too.
+    Embedder,
 }
 
 impl Role {
@@ -32,6 +34,7 @@ impl Role {
             Role::Answerer => "answerer",
             Role::Judge => "judge",
             Role::Reranker => "reranker",
+            Role::Embedder => "embedder",
         }
     }
 }
@@ -61,6 +64,7 @@ pub struct LlmSettings {
     pub answerer: EndpointSettings,
     pub judge: EndpointSettings,
     pub reranker: EndpointSettings,
+    pub embedder: EndpointSettings,
 }
 
 impl LlmSettings {
@@ -71,6 +75,7 @@ impl LlmSettings {
             Role::Answerer => &self.answerer,
             Role::Judge => &self.judge,
             Role::Reranker => &self.reranker,
+            Role::Embedder => &self.embedder,
         }
     }
 
@@ -84,6 +89,7 @@ impl LlmSettings {
             Role::Answerer,
             Role::Judge,
             Role::Reranker,
+            Role::Embedder,
         ];
         let (base_url, model, key_env) = match roles
             .iter()
@@ -147,7 +153,7 @@ impl Endpoint {
                 role.as_str().to_ascii_uppercase()
             ))
             .or_else(|| {
-                (role != Role::Reranker)
+                (!matches!(role, Role::Reranker | Role::Embedder))
                     .then(|| var(&format!("ARIL_LLM_{field}")))
                     .flatten()
             })
@@ -164,10 +170,8 @@ impl Endpoint {
         }
         let model = get("MODEL").ok_or_else(|| {
             let upper = role.as_str().to_ascii_uppercase();
-            LlmError::Config(if role == Role::Reranker {
-                format!(
-                    "ARIL_LLM_RERANKER_BASE_URL is set but no model: set ARIL_LLM_{upper}_MODEL"
-                )
+            LlmError::Config(if matches!(role, Role::Reranker | Role::Embedder) {
+                format!("ARIL_LLM_{upper}_BASE_URL is set but no model: set ARIL_LLM_{upper}_MODEL")
             } else {
                 format!(
                     "a base URL is set for the {} but no model: set ARIL_LLM_MODEL (or \

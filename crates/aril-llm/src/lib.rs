@@ -9,6 +9,7 @@
 
 mod client;
 mod config;
+mod embed;
 mod error;
 mod local;
 mod rerank;
@@ -20,6 +21,7 @@ mod usage;
 
 pub use client::{ChatModel, ChatReply, ChatRequest, Message, OpenAiClient, ResponseFormat};
 pub use config::{ClientOptions, Endpoint, EndpointSettings, LlmSettings, Role};
+pub use embed::OpenAiEmbedder;
 pub use error::LlmError;
 pub use local::LocalServer;
 pub use rerank::{RerankClient, Reranker};

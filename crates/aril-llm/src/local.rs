@@ -54,18 +54,37 @@ impl LocalServer {
     /// Starts the cached `llama-server` with the cached SmolLM2 (or the ones the environment
     /// names) and waits until it answers.
     pub fn from_cache() -> Result<Self, LlmError> {
+        Self::cached(&[])
+    }
+
+    /// As [`LocalServer::from_cache`], serving `/v1/embeddings` (mean-pooled) instead of chat.
+    pub fn embeddings_from_cache() -> Result<Self, LlmError> {
+        Self::cached(&["--embeddings", "--pooling", "mean"])
+    }
+
+    fn cached(extra: &[&str]) -> Result<Self, LlmError> {
         let cache = cache_dir();
         let server = located(
             "ARIL_LLAMA_SERVER",
             cache.join(LLAMA_BUILD).join("llama-server"),
         )?;
         let model = located("ARIL_LLAMA_MODEL", cache.join("models").join(SMOLLM2))?;
-        Self::start(&server, &model, 2)
+        Self::start_with(&server, &model, 2, extra)
     }
 
     /// Starts `server` serving `model` on a free loopback port with `threads` threads and waits
     /// (up to two minutes) until its health check passes.
     pub fn start(server: &Path, model: &Path, threads: usize) -> Result<Self, LlmError> {
+        Self::start_with(server, model, threads, &[])
+    }
+
+    /// As [`LocalServer::start`], with extra `llama-server` arguments.
+    pub fn start_with(
+        server: &Path,
+        model: &Path,
+        threads: usize,
+        extra: &[&str],
+    ) -> Result<Self, LlmError> {
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .map(|a| a.port())
@@ -80,6 +99,7 @@ impl LocalServer {
                 "--parallel",
                 "1",
             ])
+            .args(extra)
             .arg("-m")
             .arg(model)
             .stdout(Stdio::null())

@@ -395,6 +395,12 @@ fn endpoints_come_from_the_environment_per_role_with_a_shared_fallback() {
             .unwrap()
             .is_none()
     );
+    assert!(
+        Endpoint::from_lookup(Role::Embedder, env)
+            .unwrap()
+            .is_none(),
+        "a chat endpoint is no embedder either"
+    );
     // The configuration file's [llm] table: the most specific source wins, the environment
     // before the file at the same level; the key comes from the variable the file names.
     let file = aril_llm::LlmSettings {
