@@ -8,7 +8,7 @@ use aril_embed::{EmbedError, Embedder, Pieces, normalize};
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::transport::{Transport, truncate};
+use crate::transport::Transport;
 use crate::{ClientOptions, Endpoint, LlmError};
 
 /// Inputs sent per request.
@@ -73,22 +73,10 @@ impl OpenAiEmbedder {
         let mut out = Vec::with_capacity(texts.len());
         for batch in texts.chunks(BATCH) {
             let body = json!({"model": self.endpoint.model, "input": batch});
-            let reply = self.transport.post(&self.url(), &body)?;
-            if reply.status != 200 {
-                return Err(LlmError::Status {
-                    url: self.url(),
-                    status: reply.status,
-                    body: truncate(&reply.text),
-                    attempts: reply.attempts,
-                });
-            }
-            let parsed: Embeddings =
-                serde_json::from_str(&reply.text).map_err(|e| LlmError::InvalidReply {
-                    reason: format!(
-                        "the reply is not an embeddings list ({e}): {}",
-                        truncate(&reply.text)
-                    ),
-                })?;
+            let parsed: Embeddings = self
+                .transport
+                .post(&self.url(), &body)?
+                .json(&self.url(), "an embeddings list")?;
             let mut vectors: Vec<Option<Vec<f32>>> = vec![None; batch.len()];
             for item in parsed.data {
                 let dim_ok = self.dim == 0 || item.embedding.len() == self.dim;

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::transport::{Transport, truncate};
+use crate::transport::Transport;
 use crate::{ClientOptions, Endpoint, LlmError};
 
 /// Scores how well each document answers a query.
@@ -85,21 +85,7 @@ impl Reranker for RerankClient {
             }
             break reply;
         };
-        if reply.status != 200 {
-            return Err(LlmError::Status {
-                url: self.url(),
-                status: reply.status,
-                body: truncate(&reply.text),
-                attempts: reply.attempts,
-            });
-        }
-        let parsed: RerankReply =
-            serde_json::from_str(&reply.text).map_err(|e| LlmError::InvalidReply {
-                reason: format!(
-                    "the reranker's reply is not a rerank result ({e}): {}",
-                    truncate(&reply.text)
-                ),
-            })?;
+        let parsed: RerankReply = reply.json(&self.url(), "a rerank result")?;
         let scored = match parsed {
             RerankReply::Results { results } => results,
             RerankReply::Bare(list) => list,

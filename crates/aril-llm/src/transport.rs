@@ -16,6 +16,28 @@ pub(crate) struct HttpReply {
     pub attempts: u32,
 }
 
+impl HttpReply {
+    /// The body of a 200 reply parsed as `T`; any other status, or a body that is not a `T`
+    /// (`what` names it in the error), is an error.
+    pub(crate) fn json<T: serde::de::DeserializeOwned>(
+        &self,
+        url: &str,
+        what: &str,
+    ) -> Result<T, LlmError> {
+        if self.status != 200 {
+            return Err(LlmError::Status {
+                url: url.to_string(),
+                status: self.status,
+                body: truncate(&self.text),
+                attempts: self.attempts,
+            });
+        }
+        serde_json::from_str(&self.text).map_err(|e| LlmError::InvalidReply {
+            reason: format!("the reply is not {what} ({e}): {}", truncate(&self.text)),
+        })
+    }
+}
+
 /// What one HTTP attempt came to.
 enum Attempt {
     Done(HttpReply),
