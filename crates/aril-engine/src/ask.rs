@@ -12,10 +12,9 @@
 //! output says that too ([`Recalled::plan_note`]).
 
 use std::collections::{HashMap, HashSet};
-
-use aril_core::{Card, CardId, CardKind, ScopeFilter, Turn, TurnId, tokens};
 use std::sync::Arc;
 
+use aril_core::{Card, CardId, CardKind, ScopeFilter, Turn, TurnId, tokens};
 use aril_llm::{ChatModel, ChatRequest, LlmError, Message, Purpose, Reranker, ResponseFormat};
 use aril_plan::{Plan, PlanConfig, PlanPath, TimeWindow, Want, plan_question};
 use aril_recall::{rrf, rrf_ranked, select_diverse};
@@ -229,12 +228,12 @@ impl Engine {
         }
         let asked_at = request.asked_at.unwrap_or_else(Utc::now);
         let (plan, plan_note, cost) = self.plan(question, asked_at, planner)?;
-        let filter = &request.filter;
-        let mut path_lists: Vec<Vec<Unit>> = Vec::with_capacity(plan.paths.len());
-        let per_list = PER_LIST.max(2 * k);
         if request.single_list {
             return self.recall_single_list(request, plan, plan_note, cost, k, budget);
         }
+        let filter = &request.filter;
+        let mut path_lists: Vec<Vec<Unit>> = Vec::with_capacity(plan.paths.len());
+        let per_list = PER_LIST.max(2 * k);
         let mut rerank_failure: Option<String> = None;
         for path in &plan.paths {
             let lists = self.path_lists(filter, path, per_list)?;
