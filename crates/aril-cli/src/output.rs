@@ -71,21 +71,26 @@ pub fn segments(engine: &Engine, cmd: &SegmentsCmd) -> anyhow::Result<()> {
 }
 
 pub fn profile(engine: &mut Engine, cmd: &SegmentsCmd) -> anyhow::Result<()> {
-    let cards = engine.profile(&cmd.scope.filter()?)?;
+    let profile = engine.profile(&cmd.scope.filter()?)?;
     if cmd.json {
-        println!("{}", serde_json::to_string_pretty(&cards)?);
+        println!("{}", serde_json::to_string_pretty(&profile)?);
         return Ok(());
     }
-    for c in &cards {
-        let when = c
-            .time
-            .as_ref()
-            .and_then(|t| t.start)
-            .map(|t| t.format("%Y-%m-%d ").to_string())
-            .unwrap_or_default();
-        println!("{when}{}", c.text);
+    for (title, cards) in [
+        ("Preferences", &profile.preferences),
+        ("Stable traits", &profile.traits),
+    ] {
+        println!("{title} ({}):", cards.len());
+        for c in cards {
+            let when = c
+                .time
+                .as_ref()
+                .and_then(|t| t.start)
+                .map(|t| t.format("%Y-%m-%d ").to_string())
+                .unwrap_or_default();
+            println!("  {when}{}", c.text);
+        }
     }
-    println!("({} preference cards)", cards.len());
     Ok(())
 }
 

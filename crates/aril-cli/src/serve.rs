@@ -21,7 +21,7 @@ pub fn run(engine: Engine, cmd: &ServeCmd) -> anyhow::Result<()> {
         );
     }
     let llm = engine.config().llm.clone();
-    let state = AppState::new(engine, !cmd.no_auth)?;
+    let mut state = AppState::new(engine, !cmd.no_auth)?;
     let encoder = if cmd.no_consolidate {
         None
     } else {
@@ -34,7 +34,9 @@ pub fn run(engine: Engine, cmd: &ServeCmd) -> anyhow::Result<()> {
                 model.model()
             );
             let config = models::encode_config(&cmd.encode)?;
-            Some(Consolidator::start(state.clone(), Arc::new(model), config))
+            let model: Arc<dyn aril_engine::llm::ChatModel> = Arc::new(model);
+            state = state.with_encoder(model.clone(), config.clone());
+            Some(Consolidator::start(state.clone(), model, config))
         }
         None => {
             eprintln!(

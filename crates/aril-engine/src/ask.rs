@@ -14,7 +14,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use aril_core::{Card, CardId, CardKind, ScopeFilter, Turn, TurnId, tokens};
+use aril_core::{Card, CardId, CardKind, Role, ScopeFilter, Turn, TurnId, tokens};
 use aril_llm::{ChatModel, ChatRequest, LlmError, Message, Purpose, Reranker, ResponseFormat};
 use aril_plan::{Plan, PlanConfig, PlanPath, TimeWindow, Want, plan_question};
 use aril_recall::{rrf, rrf_ranked, select_diverse};
@@ -139,6 +139,22 @@ conflict, prefer the most recent information. Resolve relative dates against eac
 If the memory does not contain the answer, say that you do not know. Answer in one or two short \
 sentences.";
 
+/// What aril knows of a user for "what do I prefer" questions: see [`Engine::profile`].
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Profile {
+    pub preferences: Vec<Card>,
+    /// Facts the user stated about themselves or their world.
+    pub traits: Vec<Card>,
+}
+
+/// Sorts cards newest first by their time (cards without one last), then by id.
+fn newest_first(cards: &mut [Card]) {
+    cards.sort_by(|a, b| {
+        let when = |c: &Card| c.time.as_ref().and_then(|t| t.start);
+        when(b).cmp(&when(a)).then_with(|| a.id.0.cmp(&b.id.0))
+    });
+}
+
 /// Units of a path the cross-encoder reorders (the rest keep their RRF order after them).
 const RERANK_TOP: usize = 30;
 
@@ -148,21 +164,41 @@ impl Engine {
         self.reranker = reranker;
     }
 
-    /// The user profile of a scope: its current preference cards (superseded ones left out),
-    /// newest first. Derived from the cards, so it is refreshed whenever preference cards arrive.
-    pub fn profile(&mut self, filter: &ScopeFilter) -> Result<Vec<Card>, EngineError> {
+    /// The user profile of a scope, derived from its current cards (superseded ones left out), so
+    /// it is refreshed whenever cards arrive: the preference cards, and the stable traits — fact
+    /// cards drawn from something a user said (not an assistant or a tool). Each list newest first.
+    pub fn profile(&mut self, filter: &ScopeFilter) -> Result<Profile, EngineError> {
         let index = self.card_index(&filter.user_id)?;
-        let mut cards: Vec<Card> = index
-            .cards
-            .values()
-            .filter(|c| c.kind == CardKind::Preference && filter.admits(&c.scope))
-            .cloned()
+        let mut preferences = Vec::new();
+        let mut facts = Vec::new();
+        for card in index.cards.values().filter(|c| filter.admits(&c.scope)) {
+            match card.kind {
+                CardKind::Preference => preferences.push(card.clone()),
+                CardKind::Fact => facts.push(card.clone()),
+                _ => {}
+            }
+        }
+        let cited: Vec<TurnId> = facts
+            .iter()
+            .flat_map(|c| c.source_turns.iter().cloned())
             .collect();
-        cards.sort_by(|a, b| {
-            let when = |c: &Card| c.time.as_ref().and_then(|t| t.start);
-            when(b).cmp(&when(a)).then_with(|| a.id.0.cmp(&b.id.0))
-        });
-        Ok(cards)
+        let said_by_user: HashSet<TurnId> = self
+            .store
+            .turns(&cited)?
+            .into_iter()
+            .filter(|t| t.turn.role == Role::User)
+            .map(|t| t.id)
+            .collect();
+        let mut traits: Vec<Card> = facts
+            .into_iter()
+            .filter(|c| c.source_turns.iter().any(|t| said_by_user.contains(t)))
+            .collect();
+        newest_first(&mut preferences);
+        newest_first(&mut traits);
+        Ok(Profile {
+            preferences,
+            traits,
+        })
     }
 
     /// The configured cross-encoder's model, or why there is none.

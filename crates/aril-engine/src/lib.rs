@@ -9,6 +9,7 @@
 
 mod ask;
 mod card_index;
+mod card_memory;
 mod config;
 mod consolidate;
 mod embedding;
@@ -32,7 +33,8 @@ use serde::Serialize;
 
 pub use aril_cards::EncodeConfig;
 pub use aril_core::{
-    Card, CardKind, NewTurn, Role, Scope, ScopeFilter, Segment, parse_calendar_date,
+    Card, CardId, CardKind, NewTurn, Role, Scope, ScopeFilter, Segment, SegmentId, TurnId,
+    parse_calendar_date,
 };
 pub use aril_datasets as datasets;
 pub use aril_embed as embed;
@@ -40,7 +42,8 @@ pub use aril_llm as llm;
 pub use aril_plan::{Plan, PlanPath, TimeWindow, Want};
 pub use aril_segment::SegmenterConfig;
 pub use aril_store::{ApiKeyRecord, DeleteReport, StoreError, UnitKind};
-pub use ask::{AskRequest, AskResponse, ContextItem, Recalled};
+pub use ask::{AskRequest, AskResponse, ContextItem, Profile, Recalled};
+pub use card_memory::CardMemory;
 pub use config::{Config, RecallConfig, SegmentUse, SegmentVectors};
 pub use consolidate::{
     ConsolidateOptions, ConsolidateReport, EncodeAttempt, EncodeJob, EncodeOutcome,

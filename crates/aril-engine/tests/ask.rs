@@ -63,11 +63,11 @@ fn turns(user: &str) -> Vec<NewTurn> {
 /// An engine with the conversation ingested and every segment written into one card that cites
 /// the segment's first turn.
 fn engine_with_cards(dir: &std::path::Path) -> (Engine, usize) {
-    engine_with_dog_card(dir, "fact")
+    engine_with_dog_card(dir, "fact", "T1")
 }
 
-/// As [`engine_with_cards`], with the dog's card of type `dog_kind`.
-fn engine_with_dog_card(dir: &std::path::Path, dog_kind: &str) -> (Engine, usize) {
+/// As [`engine_with_cards`], with the dog's card of type `dog_kind` citing the turn `dog_cites`.
+fn engine_with_dog_card(dir: &std::path::Path, dog_kind: &str, dog_cites: &str) -> (Engine, usize) {
     let mut engine = Engine::open_with_embedder(dir, Config::default(), embedder()).unwrap();
     engine
         .ingest(
@@ -90,7 +90,7 @@ fn engine_with_dog_card(dir: &std::path::Path, dog_kind: &str) -> (Engine, usize
                 "topics": if dog { vec!["pets"] } else { vec!["running"] },
                 "time": {"start": first.turn.event_time.unwrap().format("%Y-%m-%d").to_string(),
                          "end": null, "granularity": "day"},
-                "source_turns": ["T1"],
+                "source_turns": [if dog { dog_cites } else { "T1" }],
                 "supersedes": []
             }], "state": {"aliases": [], "open_references": []}})
         })
@@ -288,16 +288,16 @@ fn a_reranker_reorders_each_path_and_a_failing_one_is_reported_not_hidden() {
 #[test]
 fn preference_cards_form_the_profile_and_get_a_list_of_their_own() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut engine, _) = engine_with_dog_card(dir.path(), "preference");
+    let (mut engine, _) = engine_with_dog_card(dir.path(), "preference", "T1");
     let profile = engine.profile(&ScopeFilter::user("u")).unwrap();
-    assert_eq!(profile.len(), 1, "{profile:?}");
-    assert!(profile[0].text.contains("Pimenta"));
+    assert_eq!(profile.preferences.len(), 1, "{profile:?}");
+    assert!(profile.preferences[0].text.contains("Pimenta"));
     assert!(
-        engine
-            .profile(&ScopeFilter::user("nobody"))
-            .unwrap()
-            .is_empty()
+        profile.traits.is_empty(),
+        "events are not traits: {profile:?}"
     );
+    let nobody = engine.profile(&ScopeFilter::user("nobody")).unwrap();
+    assert!(nobody.preferences.is_empty() && nobody.traits.is_empty());
     // The preference card is found by the dense list and again by the profile list, and leads.
     let r = engine
         .recall_planned(&request("Which dog do I like?"), None)
@@ -307,6 +307,22 @@ fn preference_cards_form_the_profile_and_get_a_list_of_their_own() {
         r.items[0].card_kind,
         Some(aril_engine::CardKind::Preference)
     );
+}
+
+#[test]
+fn facts_the_user_said_are_stable_traits_and_facts_from_the_assistant_are_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut engine, _) = engine_with_dog_card(dir.path(), "fact", "T1");
+    let profile = engine.profile(&ScopeFilter::user("u")).unwrap();
+    assert!(profile.preferences.is_empty(), "{profile:?}");
+    assert_eq!(profile.traits.len(), 1, "{profile:?}");
+    assert!(profile.traits[0].text.contains("beagle"));
+
+    let dir = tempfile::tempdir().unwrap();
+    // T2 is the assistant's "Beagles love long walks…".
+    let (mut engine, _) = engine_with_dog_card(dir.path(), "fact", "T2");
+    let profile = engine.profile(&ScopeFilter::user("u")).unwrap();
+    assert!(profile.traits.is_empty(), "{profile:?}");
 }
 
 #[test]

@@ -2,7 +2,10 @@
 //! (strict), parsed, validated against the schema and then by the caller's own check (e.g. that
 //! every cited turn id exists). A reply that fails — empty, cut off, not JSON, off-schema, or
 //! rejected by the check — gets one repair round that shows the model its reply and the error;
-//! if that fails too, the result is [`LlmError::InvalidReply`] with the reason.
+//! if that fails too, the result is [`LlmError::InvalidReply`] with the reason. A reply cut off at
+//! the token limit is the one exception to "show the reply": its repair round asks the original
+//! question again with twice the reply budget (a cut-off reply shown back would only eat the room
+//! the second answer needs).
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -56,10 +59,12 @@ pub fn complete_json<T: DeserializeOwned>(
             schema: spec.schema.clone(),
         },
     };
+    let original = request.messages.clone();
     let mut calls = 0;
     loop {
         calls += 1;
         let reply = model.chat(purpose, &request)?;
+        let cut_off = reply.finish_reason.as_deref() == Some("length");
         let reason = match accept(&reply.content, reply.finish_reason.as_deref(), &validator) {
             Ok(value) => match serde_json::from_value::<T>(value) {
                 Ok(typed) => match check(&typed) {
@@ -79,6 +84,15 @@ pub fn complete_json<T: DeserializeOwned>(
             return Err(LlmError::InvalidReply { reason });
         }
         tracing::warn!(%reason, "the model's reply is invalid; asking once more with the error");
+        if cut_off {
+            request.messages = original.clone();
+            request.max_tokens = max_tokens.saturating_mul(2);
+            request.messages.push(Message::user(format!(
+                "Your previous reply was cut off at {max_tokens} tokens. Answer again, shorter: \
+                 only one JSON object that follows the schema, nothing else."
+            )));
+            continue;
+        }
         request.messages.push(Message::assistant(reply.content));
         request.messages.push(Message::user(format!(
             "That reply is not usable: {reason}. Answer again with only one JSON object that \

@@ -273,6 +273,33 @@ fn a_malformed_reply_is_repaired_once_with_the_error_shown() {
 }
 
 #[test]
+fn a_cut_off_reply_is_asked_again_with_twice_the_budget_and_without_the_cut_off_text() {
+    let (script, url) = serve(vec![
+        reply("{\"n\": 4", "length", true),
+        reply("{\"n\": 4}", "stop", true),
+    ]);
+    let c = client(url, quick());
+    let got = ask(&c).unwrap();
+    assert_eq!((got.value, got.calls), (Answer { n: 4 }, 2));
+    let seen = script.seen.lock().unwrap();
+    assert_eq!(seen[0]["max_tokens"], 64);
+    assert_eq!(seen[1]["max_tokens"], 128);
+    let again = seen[1]["messages"].as_array().unwrap();
+    assert_eq!(
+        again.len(),
+        2,
+        "the question and the note, not the cut-off reply"
+    );
+    assert_eq!(again[0]["content"], "give me a number");
+    assert!(
+        again[1]["content"]
+            .as_str()
+            .unwrap()
+            .contains("cut off at 64 tokens")
+    );
+}
+
+#[test]
 fn the_callers_check_is_part_of_validation() {
     let (script, url) = serve(vec![
         reply("{\"n\": 3}", "stop", true),

@@ -11,7 +11,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use aril_engine::llm::ChatModel;
-use aril_engine::{EncodeConfig, EncodeOutcome, EngineError};
+use aril_engine::{EncodeConfig, EncodeOutcome, EngineError, SegmentId};
 
 use crate::AppState;
 
@@ -70,15 +70,9 @@ fn pause(stop: &AtomicBool, total: Duration) {
 
 fn work(state: &AppState, model: &dyn ChatModel, config: &EncodeConfig, stop: &AtomicBool) {
     while !stop.load(Ordering::SeqCst) {
-        let job = state.with_engine(|e| {
-            let next = e.queued_segments(1, false)?;
-            match next.first() {
-                Some(id) => e.encode_job(id),
-                None => Ok(None),
-            }
-        });
-        let job = match job {
-            Ok(Some(job)) => job,
+        let next = state.with_engine(|e| Ok(e.queued_segments(1, false)?.into_iter().next()));
+        let segment = match next {
+            Ok(Some(segment)) => segment,
             Ok(None) => {
                 pause(stop, IDLE);
                 continue;
@@ -89,9 +83,7 @@ fn work(state: &AppState, model: &dyn ChatModel, config: &EncodeConfig, stop: &A
                 continue;
             }
         };
-        let segment = job.segment().clone();
-        let attempt = job.encode(model, config);
-        match state.with_engine(|e| e.finish_encode(job, attempt)) {
+        match encode_one(state, model, config, &segment) {
             Ok(EncodeOutcome::Done { cards }) => {
                 tracing::info!(%segment, cards, "segment written into cards");
             }
@@ -109,4 +101,19 @@ fn work(state: &AppState, model: &dyn ChatModel, config: &EncodeConfig, stop: &A
             }
         }
     }
+}
+
+/// Writes one queued segment into cards: reads its input with the engine, calls the encoder
+/// without holding the engine, stores the outcome with the engine again. Blocking.
+pub(crate) fn encode_one(
+    state: &AppState,
+    model: &dyn ChatModel,
+    config: &EncodeConfig,
+    segment: &SegmentId,
+) -> Result<EncodeOutcome, EngineError> {
+    let Some(job) = state.with_engine(|e| e.encode_job(segment))? else {
+        return Ok(EncodeOutcome::Gone);
+    };
+    let attempt = job.encode(model, config);
+    state.with_engine(|e| e.finish_encode(job, attempt))
 }

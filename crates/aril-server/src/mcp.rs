@@ -224,7 +224,7 @@ impl MemoryTools {
                         ));
                     }
                 };
-                add_messages(&self.state, &caller, filter, messages, None).await
+                add_messages(&self.state, &caller, filter, messages, None, true).await
             }
             .await,
         )

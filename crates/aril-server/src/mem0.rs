@@ -8,10 +8,15 @@
 //! `POST /search`, `POST /reset`).
 //!
 //! Without an LLM a memory is a turn, kept verbatim: `add` returns the turns it stored and invents
-//! nothing. Memory ids are turn ids, stable across restarts and updates; one memory's routes
-//! (get, update, delete, history) live in [`crate::memory`].
+//! nothing. With an encoder configured, `add` answers with the cards it wrote from the messages
+//! (the turns are kept verbatim all the same). Memory ids — turn ids, or a card memory's first
+//! card id — are stable across restarts and updates; one memory's routes (get, update, delete,
+//! history) live in [`crate::memory`].
 
-use aril_engine::{Grant, Role, Scope, ScopeFilter, SearchRequest, TurnDefaults, TurnIn};
+use aril_engine::{
+    EncodeOutcome, EngineError, Grant, Role, Scope, ScopeFilter, SearchRequest, TurnDefaults,
+    TurnId, TurnIn,
+};
 use axum::extract::{Path, State};
 use axum::routing::{get, post};
 use chrono::{DateTime, Utc};
@@ -23,10 +28,12 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::auth::Caller;
+use crate::consolidation::encode_one;
 use crate::error::ErrorBody;
 use crate::extract::{ApiJson, ApiQuery};
 use crate::memory::Memory;
 use crate::native::{check_k, check_query, store_turns};
+use crate::state::CardWriter;
 use crate::{ApiError, AppState};
 
 /// The OpenAPI tag of these routes.
@@ -210,6 +217,9 @@ struct AddBody {
     filters: Option<Value>,
     /// Unix seconds, as Mem0 sends it.
     timestamp: Option<i64>,
+    /// With an encoder configured (default true): write the messages into cards now and answer
+    /// with the cards. False: keep the turns only (cards come later, by topic segment).
+    infer: Option<bool>,
     #[serde(flatten)]
     rest: Map<String, Value>,
 }
@@ -218,15 +228,26 @@ struct AddBody {
 pub(crate) struct AddEvent {
     id: String,
     memory: String,
+    /// `ADD` (a new memory), `UPDATE` (a new version of the memory `id`) or `NONE` (known).
     event: &'static str,
+    /// For `UPDATE`: the text the memory held before.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    previous_memory: Option<String>,
 }
 
 #[derive(Serialize, ToSchema)]
 pub(crate) struct AddResponse {
     results: Vec<AddEvent>,
+    /// Why the results are turns and not cards although an encoder is configured, or why there
+    /// are none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    note: Option<String>,
 }
 
-/// `add`: stores the messages as turns (kept verbatim; no memory is invented).
+/// `add`: stores the messages as turns (kept verbatim). Without an encoder it answers with the
+/// turns (no memory is invented); with one, and unless `infer` is false, it closes the
+/// conversation's open segment, writes it into cards (one encoder call) and answers with the
+/// cards, each a memory of its own or a new version of one it updates.
 #[utoipa::path(post, path = "/v3/memories/add/", tag = TAG, request_body = AddBody,
     security(("token" = [])), responses(
     (status = 200, body = AddResponse), (status = "4XX", body = ErrorBody)))]
@@ -243,19 +264,22 @@ async fn add(
         })?),
         None => None,
     };
+    let infer = body.infer.unwrap_or(true);
     Ok(axum::Json(
-        add_messages(&state, &caller, filter, body.messages, at).await?,
+        add_messages(&state, &caller, filter, body.messages, at, infer).await?,
     ))
 }
 
 /// Stores messages as turns of the conversation named by the scope's `run_id` (else `mem0`),
-/// at `at` (default: now). Shared by the HTTP routes and the MCP tools.
+/// at `at` (default: now), and with `infer` and an encoder writes them into cards. Shared by the
+/// HTTP routes and the MCP tools.
 pub(crate) async fn add_messages(
     state: &AppState,
     caller: &Caller,
     filter: ScopeFilter,
     messages: Vec<Message>,
     at: Option<DateTime<Utc>>,
+    infer: bool,
 ) -> Result<AddResponse, ApiError> {
     let mut turns = Vec::with_capacity(messages.len());
     let mut texts = Vec::with_capacity(messages.len());
@@ -281,19 +305,123 @@ pub(crate) async fn add_messages(
         at,
         ..Default::default()
     };
-    let appended = store_turns(state, caller, defaults, turns, false).await?;
-    let results = appended
+    let writer = state.encoder.clone().filter(|_| infer);
+    let appended = store_turns(state, caller, defaults, turns, writer.is_some()).await?;
+    let new_turns: Vec<TurnId> = appended
         .ids
-        .into_iter()
-        .zip(appended.already_stored)
-        .zip(texts)
-        .map(|((id, known), memory)| AddEvent {
-            id,
-            memory,
-            event: if known { "NONE" } else { "ADD" },
-        })
+        .iter()
+        .zip(&appended.already_stored)
+        .filter(|(_, known)| !**known)
+        .map(|(id, _)| TurnId(id.clone()))
         .collect();
-    Ok(AddResponse { results })
+    let turn_events = || {
+        appended
+            .ids
+            .iter()
+            .zip(&appended.already_stored)
+            .zip(&texts)
+            .map(|((id, known), memory)| AddEvent {
+                id: id.clone(),
+                memory: memory.clone(),
+                event: if *known { "NONE" } else { "ADD" },
+                previous_memory: None,
+            })
+            .collect::<Vec<_>>()
+    };
+    let Some(writer) = writer else {
+        return Ok(AddResponse {
+            results: turn_events(),
+            note: None,
+        });
+    };
+    if new_turns.is_empty() {
+        return Ok(AddResponse {
+            results: turn_events(),
+            note: Some("every message was already stored: no new card".into()),
+        });
+    }
+    let worker = state.clone();
+    let written = tokio::task::spawn_blocking(move || write_cards(&worker, &writer, &new_turns))
+        .await
+        .map_err(|e| ApiError::internal(format!("card writing failed: {e}")))?;
+    match written {
+        Ok(w) if w.failed.is_empty() => {
+            let note = w.events.is_empty().then(|| {
+                "the encoder found nothing to remember in these messages; they are kept \
+                 verbatim as turns"
+                    .to_string()
+            });
+            Ok(AddResponse {
+                results: w.events,
+                note,
+            })
+        }
+        Ok(w) => Ok(AddResponse {
+            results: w.events.into_iter().chain(turn_events()).collect(),
+            note: Some(format!(
+                "the encoder's reply was unusable ({}); the turns are kept verbatim and searchable, \
+                 `aril consolidate --retry-failed` tries again",
+                w.failed.join("; ")
+            )),
+        }),
+        Err(EngineError::Llm(e)) => Ok(AddResponse {
+            results: turn_events(),
+            note: Some(format!(
+                "no cards yet: the encoder could not be reached ({e}); the turns are stored and \
+                 their segment stays queued for the background consolidation"
+            )),
+        }),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// What writing the added turns into cards produced.
+struct Written {
+    events: Vec<AddEvent>,
+    /// Why segments failed.
+    failed: Vec<String>,
+}
+
+/// Encodes the queued segments holding `turns` (blocking) and lists their cards as Mem0 events:
+/// `ADD` for a new memory, `UPDATE` for a card that supersedes an earlier one (with the memory's
+/// id and previous text).
+fn write_cards(
+    state: &AppState,
+    writer: &CardWriter,
+    turns: &[TurnId],
+) -> Result<Written, EngineError> {
+    let segments = state.with_engine(|e| e.queued_segments_holding(turns))?;
+    let mut written = Written {
+        events: Vec::new(),
+        failed: Vec::new(),
+    };
+    for segment in segments {
+        let outcome = encode_one(state, writer.model.as_ref(), &writer.config, &segment)?;
+        if let EncodeOutcome::Failed(reason) = outcome {
+            written.failed.push(reason);
+            continue;
+        }
+        state.with_engine(|e| {
+            for card in e.segment_cards(&segment)? {
+                let Some(memory) = e.card_memory(&card.id)? else {
+                    continue;
+                };
+                let position = memory.versions.iter().position(|v| v.id == card.id);
+                let previous = position
+                    .and_then(|p| p.checked_sub(1))
+                    .and_then(|p| memory.versions.get(p))
+                    .map(|v| v.text.clone());
+                written.events.push(AddEvent {
+                    id: memory.id.0.clone(),
+                    memory: card.text,
+                    event: if previous.is_some() { "UPDATE" } else { "ADD" },
+                    previous_memory: previous,
+                });
+            }
+            Ok(())
+        })?;
+    }
+    Ok(written)
 }
 
 /// A query inside a scope (top level or in `filters`).
@@ -369,7 +497,7 @@ pub(crate) async fn search_scope(
                             user_id: request.filter.user_id.clone(),
                             agent_id: request.filter.agent_id.clone(),
                             run_id: request.filter.run_id.clone(),
-                            role: Role::User,
+                            role: Some(Role::User),
                             metadata: None,
                             categories: Vec::new(),
                             created_at: hit.time.unwrap_or_else(Utc::now),

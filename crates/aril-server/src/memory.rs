@@ -5,9 +5,13 @@
 //! A memory's id is the turn id of its first version and never changes. An update appends a new
 //! version (a new turn); history lists every version; a delete removes all of them from every file.
 //! A memory of another user is reported as missing, not as forbidden: no existence leak.
+//!
+//! Card memories (what `add` returns once an encoder writes cards; ids `c_…`) follow the same
+//! rules over a supersession chain: the id is the first card's, an update appends a card that
+//! supersedes the newest, a delete removes every card of the chain (the turns they came from stay).
 
-use aril_core::{Turn, TurnId};
-use aril_engine::{DeleteReport, Engine, EngineError, MemoryView, Role};
+use aril_core::{Card, CardId, Turn, TurnId};
+use aril_engine::{CardMemory, DeleteReport, Engine, EngineError, MemoryView, Role};
 use axum::extract::{Path, State};
 use axum::routing::get;
 use chrono::{DateTime, Utc};
@@ -44,8 +48,10 @@ pub(crate) struct Memory {
     pub(crate) user_id: String,
     pub(crate) agent_id: Option<String>,
     pub(crate) run_id: Option<String>,
-    #[schema(value_type = String)]
-    pub(crate) role: Role,
+    /// Who said it (a turn memory); none for a card, which may draw on several turns.
+    #[schema(value_type = Option<String>)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) role: Option<Role>,
     pub(crate) metadata: Option<Value>,
     pub(crate) categories: Vec<String>,
     pub(crate) created_at: DateTime<Utc>,
@@ -65,12 +71,67 @@ impl Memory {
             user_id: t.turn.scope.user_id,
             agent_id: t.turn.scope.agent_id,
             run_id: t.turn.scope.run_id,
-            role: t.turn.role,
+            role: Some(t.turn.role),
             metadata: None,
             categories: Vec::new(),
             score: None,
         }
     }
+
+    /// A card memory as it stands now: its newest card's text, kind, entities, topics, time and
+    /// source turns (in `metadata`), dated by the turns its first and newest cards came from.
+    fn from_cards(engine: &Engine, memory: &CardMemory) -> Result<Option<Self>, EngineError> {
+        let (Some(first), Some(card)) = (memory.versions.first(), memory.current()) else {
+            return Ok(None);
+        };
+        Ok(Some(Self {
+            id: memory.id.0.clone(),
+            memory: card.text.clone(),
+            user_id: card.scope.user_id.clone(),
+            agent_id: card.scope.agent_id.clone(),
+            run_id: card.scope.run_id.clone(),
+            role: None,
+            metadata: Some(serde_json::json!({
+                "type": card.kind,
+                "entities": card.entities,
+                "topics": card.topics,
+                "time": card.time,
+                "source_turns": card.source_turns,
+                "card_id": card.id,
+            })),
+            categories: card.topics.clone(),
+            created_at: said_at(engine, first)?,
+            updated_at: said_at(engine, card)?,
+            score: None,
+        }))
+    }
+}
+
+/// When the newest turn a card came from was said (else stored); now when none is left.
+fn said_at(engine: &Engine, card: &Card) -> Result<DateTime<Utc>, EngineError> {
+    Ok(engine
+        .turns(&card.source_turns)?
+        .iter()
+        .map(|t| t.turn.event_time.unwrap_or(t.ingest_time))
+        .max()
+        .unwrap_or_else(Utc::now))
+}
+
+/// Card memory ids are card ids (`c_…`); every other id is a turn memory's.
+fn is_card(id: &str) -> bool {
+    id.starts_with("c_")
+}
+
+/// The card memory with this id (any of its versions' ids) in the caller's grant.
+fn card_versions(engine: &Engine, caller: &Caller, id: &str) -> Result<CardMemory, EngineError> {
+    engine
+        .card_memory(&CardId(id.to_string()))?
+        .filter(|m| {
+            m.versions
+                .first()
+                .is_some_and(|c| caller.may_access(&c.scope.user_id))
+        })
+        .ok_or_else(|| EngineError::UnknownMemory(id.to_string()))
 }
 
 /// One version in a memory's history (the shape of Mem0's history entries).
@@ -85,8 +146,9 @@ pub(crate) struct HistoryEntry {
     /// `ADD` for the first version, `UPDATE` for the others.
     event: &'static str,
     user_id: String,
-    #[schema(value_type = String)]
-    role: Role,
+    #[schema(value_type = Option<String>)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    role: Option<Role>,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
     is_deleted: bool,
@@ -124,11 +186,15 @@ pub(crate) async fn memory_by_id(
 ) -> Result<Memory, ApiError> {
     let caller = caller.clone();
     let found = state
-        .run(move |engine| Ok(view(versions(engine, &caller, &id)?)))
+        .run(move |engine| {
+            if is_card(&id) {
+                let memory = card_versions(engine, &caller, &id)?;
+                return Memory::from_cards(engine, &memory);
+            }
+            Ok(view(versions(engine, &caller, &id)?).map(Memory::from_view))
+        })
         .await?;
-    found
-        .map(Memory::from_view)
-        .ok_or_else(|| ApiError::not_found("no memory with this id in your scope"))
+    found.ok_or_else(|| ApiError::not_found("no memory with this id in your scope"))
 }
 
 /// Writes `text` as the memory's next version; returns the memory as it now stands.
@@ -142,15 +208,18 @@ pub(crate) async fn update_memory(
     let caller = caller.clone();
     let found = state
         .run(move |engine| {
+            if is_card(&id) {
+                let memory = card_versions(engine, &caller, &id)?;
+                let memory = engine.update_card_memory(&memory.id, &text)?;
+                return Memory::from_cards(engine, &memory);
+            }
             let mut all = versions(engine, &caller, &id)?;
             let new = engine.update_memory(&TurnId(id.clone()), &text, at)?;
             all.push(new);
-            Ok(view(all))
+            Ok(view(all).map(Memory::from_view))
         })
         .await?;
-    found
-        .map(Memory::from_view)
-        .ok_or_else(|| ApiError::not_found("no memory with this id in your scope"))
+    found.ok_or_else(|| ApiError::not_found("no memory with this id in your scope"))
 }
 
 /// Deletes a memory with every version, from every file.
@@ -158,14 +227,38 @@ pub(crate) async fn delete_memory(
     state: &AppState,
     caller: &Caller,
     id: String,
-) -> Result<DeleteReport, ApiError> {
+) -> Result<Deletion, ApiError> {
     let caller = caller.clone();
     state
         .run(move |engine| {
+            if is_card(&id) {
+                let memory = card_versions(engine, &caller, &id)?;
+                let cards = engine.delete_card_memory(&memory.id)?;
+                return Ok(Deletion::Cards { cards });
+            }
             versions(engine, &caller, &id)?;
-            engine.delete_memory(&TurnId(id))
+            Ok(Deletion::Turns(engine.delete_memory(&TurnId(id))?))
         })
         .await
+}
+
+/// What deleting one memory removed: a turn memory's turns (and what they left behind), or a
+/// card memory's cards.
+#[derive(Serialize)]
+#[serde(untagged)]
+pub(crate) enum Deletion {
+    Turns(DeleteReport),
+    Cards { cards: u64 },
+}
+
+impl Deletion {
+    /// The memory's versions that were removed.
+    pub(crate) fn versions(&self) -> u64 {
+        match self {
+            Deletion::Turns(report) => report.turns,
+            Deletion::Cards { cards } => *cards,
+        }
+    }
 }
 
 /// Every version of a memory, first to newest.
@@ -175,6 +268,14 @@ pub(crate) async fn history(
     id: String,
 ) -> Result<Vec<HistoryEntry>, ApiError> {
     let caller = caller.clone();
+    if is_card(&id) {
+        return state
+            .run(move |engine| {
+                let memory = card_versions(engine, &caller, &id)?;
+                card_history(engine, &memory)
+            })
+            .await;
+    }
     let all = state
         .run(move |engine| versions(engine, &caller, &id))
         .await?;
@@ -192,7 +293,7 @@ pub(crate) async fn history(
                 new_memory: t.turn.text.clone(),
                 event: if version == 1 { "ADD" } else { "UPDATE" },
                 user_id: t.turn.scope.user_id,
-                role: t.turn.role,
+                role: Some(t.turn.role),
                 created_at: t.turn.event_time.unwrap_or(t.ingest_time),
                 updated_at: t.ingest_time,
                 is_deleted: false,
@@ -201,6 +302,29 @@ pub(crate) async fn history(
             entry
         })
         .collect())
+}
+
+/// Every card of a card memory, first to newest, as history entries.
+fn card_history(engine: &Engine, memory: &CardMemory) -> Result<Vec<HistoryEntry>, EngineError> {
+    let mut previous: Option<String> = None;
+    let mut entries = Vec::with_capacity(memory.versions.len());
+    for (card, version) in memory.versions.iter().zip(1..) {
+        let at = said_at(engine, card)?;
+        entries.push(HistoryEntry {
+            id: card.id.0.clone(),
+            memory_id: memory.id.0.clone(),
+            version,
+            old_memory: previous.replace(card.text.clone()),
+            new_memory: card.text.clone(),
+            event: if version == 1 { "ADD" } else { "UPDATE" },
+            user_id: card.scope.user_id.clone(),
+            role: None,
+            created_at: at,
+            updated_at: at,
+            is_deleted: false,
+        });
+    }
+    Ok(entries)
 }
 
 /// One memory as it stands now (its newest version).
@@ -302,7 +426,10 @@ async fn delete_one(
     // deletes every version, so the query string has nothing to change.
     let report = delete_memory(&state, &caller, id).await?;
     Ok(axum::Json(Deleted {
-        message: format!("Memory deleted successfully! ({} versions)", report.turns),
+        message: format!(
+            "Memory deleted successfully! ({} versions)",
+            report.versions()
+        ),
     }))
 }
 

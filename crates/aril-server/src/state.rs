@@ -10,7 +10,8 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use aril_engine::{Engine, EngineError, KeyRing};
+use aril_engine::llm::ChatModel;
+use aril_engine::{EncodeConfig, Engine, EngineError, KeyRing};
 
 use crate::ApiError;
 
@@ -23,6 +24,14 @@ pub struct AppState {
     pub(crate) keys: Arc<KeyRing>,
     /// False only when the operator started the server with `--no-auth` on a loopback address.
     pub(crate) auth: bool,
+    /// The encoder that writes cards, when one is configured: Mem0's `add` then returns cards.
+    pub(crate) encoder: Option<Arc<CardWriter>>,
+}
+
+/// The encoder model and its reply bounds.
+pub(crate) struct CardWriter {
+    pub model: Arc<dyn ChatModel>,
+    pub config: EncodeConfig,
 }
 
 impl AppState {
@@ -34,7 +43,15 @@ impl AppState {
             dirty: Arc::new(AtomicBool::new(false)),
             keys: Arc::new(keys),
             auth,
+            encoder: None,
         })
+    }
+
+    /// Lets Mem0's `add` (and the MCP `add_memory` tool) write the added messages into cards at
+    /// once with this encoder, and answer with the cards.
+    pub fn with_encoder(mut self, model: Arc<dyn ChatModel>, config: EncodeConfig) -> Self {
+        self.encoder = Some(Arc::new(CardWriter { model, config }));
+        self
     }
 
     /// Runs `f` on the engine on the calling thread (a blocking context), after the same recovery

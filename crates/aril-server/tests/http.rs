@@ -13,6 +13,8 @@ use tokio::sync::oneshot;
 struct Server {
     base: String,
     user_key: String,
+    /// A key bound to another user (bob).
+    bob_key: String,
     admin_key: String,
     dir: tempfile::TempDir,
     stop: Option<oneshot::Sender<()>>,
@@ -26,17 +28,18 @@ impl Server {
     }
 
     async fn start_with(config: Config) -> Self {
-        Self::start_full(config, |_| {}).await
+        Self::start_full(config, |state| state).await
     }
 
-    /// A server whose state is also handed to `with_state` (to start a background worker).
-    async fn start_full(config: Config, with_state: impl FnOnce(&AppState)) -> Self {
+    /// A server whose state goes through `prepare` first (to add an encoder or start a
+    /// background worker).
+    async fn start_full(config: Config, prepare: impl FnOnce(AppState) -> AppState) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let mut engine = Engine::open(dir.path(), config).unwrap();
         let user_key = engine.create_api_key(Some("alice")).unwrap();
+        let bob_key = engine.create_api_key(Some("bob")).unwrap();
         let admin_key = engine.create_api_key(None).unwrap();
-        let state = AppState::new(engine, true).unwrap();
-        with_state(&state);
+        let state = prepare(AppState::new(engine, true).unwrap());
         let (stop, stopped) = oneshot::channel::<()>();
         let (ready_tx, ready_rx) = oneshot::channel::<SocketAddr>();
         let done = tokio::spawn(async move {
@@ -57,6 +60,7 @@ impl Server {
         Self {
             base: format!("http://{addr}"),
             user_key,
+            bob_key,
             admin_key,
             dir,
             stop: Some(stop),
@@ -580,6 +584,7 @@ async fn a_real_model_turns_closed_segments_into_cards_in_the_background_while_r
             ..Default::default()
         };
         *slot.lock().unwrap() = Some(Consolidator::start(state.clone(), Arc::new(model), config));
+        state
     })
     .await;
     let (st, _) = s
@@ -641,5 +646,175 @@ async fn a_real_model_turns_closed_segments_into_cards_in_the_background_while_r
     if let Some(w) = taken {
         tokio::task::spawn_blocking(move || w.stop()).await.unwrap();
     }
+    s.stop().await;
+}
+
+/// One scripted encoder reply: a card citing the segment's first turn, superseding `supersedes`.
+fn card_reply(kind: &str, text: &str, supersedes: &[&str]) -> Value {
+    json!({"cards": [{
+        "type": kind, "text": text, "entities": ["Alice"], "topics": ["drinks"], "time": null,
+        "source_turns": ["T1"], "supersedes": supersedes
+    }], "state": {"aliases": [], "open_references": []}})
+}
+
+#[tokio::test]
+async fn mem0_add_with_an_encoder_answers_with_cards_whose_ids_serve_get_update_history_and_delete()
+{
+    use aril_llm::{ChatModel, Scripted};
+    use std::sync::Arc;
+    let encoder = Arc::new(Scripted::from_texts(vec![
+        card_reply("preference", "Alice likes green tea.", &[]).to_string(),
+        card_reply("preference", "Alice now prefers black coffee.", &["C1"]).to_string(),
+        "no JSON here".into(),
+        "still no JSON".into(),
+    ]));
+    let model: Arc<dyn ChatModel> = encoder.clone();
+    let s = Server::start_full(Config::default(), move |state| {
+        state.with_encoder(model, aril_engine::EncodeConfig::default())
+    })
+    .await;
+    let add = |texts: [&str; 2], infer: Option<bool>| {
+        let mut body = json!({"user_id": "alice", "messages": [
+            {"role": "user", "content": texts[0]}, {"role": "assistant", "content": texts[1]}
+        ]});
+        if let Some(i) = infer {
+            body["infer"] = json!(i);
+        }
+        body
+    };
+    let (st, first) = s
+        .call(
+            "POST",
+            "/v3/memories/add/",
+            &s.user_key,
+            Some(add(["I love green tea.", "Noted, green tea it is."], None)),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{first}");
+    let results = first["results"].as_array().unwrap();
+    assert_eq!(results.len(), 1, "one card, not the two turns: {first}");
+    assert_eq!(results[0]["event"], "ADD");
+    assert_eq!(results[0]["memory"], "Alice likes green tea.");
+    assert!(first.get("note").is_none(), "{first}");
+    let id = results[0]["id"].as_str().unwrap().to_string();
+    assert!(id.starts_with("c_"), "{id}");
+
+    // A card that supersedes it is a new version of the same memory.
+    let (st, second) = s
+        .call(
+            "POST",
+            "/v3/memories/add/",
+            &s.user_key,
+            Some(add(["These days I drink black coffee.", "Got it."], None)),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{second}");
+    let update = &second["results"][0];
+    assert_eq!(update["event"], "UPDATE", "{second}");
+    assert_eq!(update["id"], id.as_str());
+    assert_eq!(update["previous_memory"], "Alice likes green tea.");
+    assert_eq!(encoder.asked().len(), 2, "one encoder call per add");
+
+    let path = format!("/v1/memories/{id}/");
+    let (st, got) = s.call("GET", &path, &s.user_key, None).await;
+    assert_eq!(st, StatusCode::OK, "{got}");
+    assert_eq!(got["memory"], "Alice now prefers black coffee.");
+    assert_eq!(got["metadata"]["type"], "preference");
+    assert_eq!(got["user_id"], "alice");
+
+    let (st, edited) = s
+        .call(
+            "PUT",
+            &path,
+            &s.user_key,
+            Some(json!({"text": "Alice drinks only water."})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{edited}");
+    assert_eq!(
+        (edited["id"].as_str(), edited["memory"].as_str()),
+        (Some(id.as_str()), Some("Alice drinks only water."))
+    );
+    let (st, history) = s
+        .call(
+            "GET",
+            &format!("/v1/memories/{id}/history/"),
+            &s.user_key,
+            None,
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{history}");
+    let events: Vec<(&str, &str)> = history
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            (
+                h["event"].as_str().unwrap(),
+                h["new_memory"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        events,
+        vec![
+            ("ADD", "Alice likes green tea."),
+            ("UPDATE", "Alice now prefers black coffee."),
+            ("UPDATE", "Alice drinks only water."),
+        ]
+    );
+    // Another user's key does not see it.
+    let (st, _) = s.call("GET", &path, &s.bob_key, None).await;
+    assert_eq!(st, StatusCode::NOT_FOUND);
+
+    // Without inference the turns come back and no call is made.
+    let (st, raw) = s
+        .call(
+            "POST",
+            "/v3/memories/add/",
+            &s.user_key,
+            Some(add(["My locker code is 4417.", "Saved."], Some(false))),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{raw}");
+    assert_eq!(raw["results"].as_array().unwrap().len(), 2, "{raw}");
+    assert_eq!(raw["results"][0]["memory"], "My locker code is 4417.");
+    assert_eq!(encoder.asked().len(), 2);
+
+    // An unusable reply (after its repair) keeps the turns, returns them, and says why.
+    let (st, failed) = s
+        .call(
+            "POST",
+            "/v3/memories/add/",
+            &s.user_key,
+            Some(add(["I moved to Porto.", "Nice city."], None)),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{failed}");
+    assert!(
+        failed["note"].as_str().unwrap().contains("unusable"),
+        "{failed}"
+    );
+    assert_eq!(failed["results"][0]["memory"], "I moved to Porto.");
+
+    // Deleting the card memory removes every version and leaves the turns.
+    let (st, deleted) = s.call("DELETE", &path, &s.user_key, None).await;
+    assert_eq!(st, StatusCode::OK, "{deleted}");
+    assert!(
+        deleted["message"].as_str().unwrap().contains("3 versions"),
+        "{deleted}"
+    );
+    let (st, _) = s.call("GET", &path, &s.user_key, None).await;
+    assert_eq!(st, StatusCode::NOT_FOUND);
+    let (st, all) = s
+        .call(
+            "POST",
+            "/v3/memories/",
+            &s.user_key,
+            Some(json!({"filters": {"user_id": "alice"}})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{all}");
+    assert_eq!(all["count"], 8, "the eight turns stay: {all}");
     s.stop().await;
 }

@@ -41,20 +41,9 @@ fn fold(s: &str) -> String {
     s.trim().to_lowercase()
 }
 
-pub(crate) fn commit(tx: &Transaction<'_>, batch: &CardBatch) -> Result<(), StoreError> {
-    let queued: Option<String> = tx
-        .query_row(
-            "SELECT status FROM consolidation WHERE segment_id = ?1",
-            [&batch.segment.0],
-            |r| r.get(0),
-        )
-        .optional()?;
-    if queued.is_none() {
-        return Err(StoreError::Corrupt(format!(
-            "segment {} is not in the consolidation queue (deleted meanwhile?)",
-            batch.segment
-        )));
-    }
+/// Inserts cards with their structured-index rows (entities, topics, source turns) and the cards
+/// they supersede. A card whose id exists is left as it is.
+pub(crate) fn insert(tx: &Transaction<'_>, cards: &[Card]) -> Result<(), StoreError> {
     let mut card_row = tx.prepare_cached(
         "INSERT OR IGNORE INTO cards (id, user_id, agent_id, run_id, segment_id, kind, text, \
          time_start, time_end, granularity, span_end) \
@@ -71,13 +60,7 @@ pub(crate) fn commit(tx: &Transaction<'_>, batch: &CardBatch) -> Result<(), Stor
     let mut supersede = tx.prepare_cached(
         "INSERT OR IGNORE INTO card_supersedes (card_id, supersedes) VALUES (?1, ?2)",
     )?;
-    for c in &batch.cards {
-        if c.segment != batch.segment {
-            return Err(StoreError::Corrupt(format!(
-                "card {} names segment {}, not {}",
-                c.id.0, c.segment, batch.segment
-            )));
-        }
+    for c in cards {
         let time = c.time.as_ref();
         card_row.execute(params![
             c.id.0,
@@ -105,6 +88,42 @@ pub(crate) fn commit(tx: &Transaction<'_>, batch: &CardBatch) -> Result<(), Stor
             supersede.execute(params![c.id.0, old.0])?;
         }
     }
+    Ok(())
+}
+
+/// The cards that name `id` in their `supersedes`, in store order.
+pub(crate) fn superseding(conn: &Connection, id: &CardId) -> Result<Vec<CardId>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT c.id FROM card_supersedes s JOIN cards c ON c.id = s.card_id \
+         WHERE s.supersedes = ?1 ORDER BY c.seq",
+    )?;
+    let ids = stmt
+        .query_map([&id.0], |r| r.get::<_, String>(0).map(CardId))?
+        .collect::<Result<_, _>>()?;
+    Ok(ids)
+}
+
+pub(crate) fn commit(tx: &Transaction<'_>, batch: &CardBatch) -> Result<(), StoreError> {
+    let queued: Option<String> = tx
+        .query_row(
+            "SELECT status FROM consolidation WHERE segment_id = ?1",
+            [&batch.segment.0],
+            |r| r.get(0),
+        )
+        .optional()?;
+    if queued.is_none() {
+        return Err(StoreError::Corrupt(format!(
+            "segment {} is not in the consolidation queue (deleted meanwhile?)",
+            batch.segment
+        )));
+    }
+    if let Some(c) = batch.cards.iter().find(|c| c.segment != batch.segment) {
+        return Err(StoreError::Corrupt(format!(
+            "card {} names segment {}, not {}",
+            c.id.0, c.segment, batch.segment
+        )));
+    }
+    insert(tx, &batch.cards)?;
     put_vectors(tx, &batch.vectors)?;
     let state = serde_json::to_string(&batch.state)
         .map_err(|e| StoreError::Corrupt(format!("encoder state: {e}")))?;

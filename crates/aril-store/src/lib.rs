@@ -305,6 +305,17 @@ pub trait Store: Send {
     /// Stores a segment's cards, their index entries and supersessions, the conversation's
     /// encoder state, and marks the segment done — one transaction.
     fn commit_cards(&mut self, batch: CardBatch) -> Result<(), StoreError>;
+    /// Appends cards outside consolidation (a user's edit of a card: a new card superseding the
+    /// old), with their index entries and vectors. Each card's segment must exist.
+    fn append_cards(&mut self, cards: &[Card], vectors: &[CardVectors]) -> Result<(), StoreError>;
+    /// The cards that supersede `id`, in store order.
+    fn cards_superseding(
+        &self,
+        id: &aril_core::CardId,
+    ) -> Result<Vec<aril_core::CardId>, StoreError>;
+    /// Removes cards with their index entries, the supersessions they named and their vectors;
+    /// returns how many were removed. The verbatim turns they came from stay.
+    fn delete_cards(&mut self, ids: &[aril_core::CardId]) -> Result<u64, StoreError>;
     /// Marks a segment's consolidation failed, with the reason (its turns stay searchable).
     fn mark_failed(&mut self, segment: &SegmentId, reason: &str) -> Result<(), StoreError>;
     /// The cards of a scope in store order; with `current_only`, those no newer card supersedes.

@@ -877,6 +877,32 @@ impl Store for SqliteStore {
         Ok(())
     }
 
+    fn append_cards(&mut self, cards: &[Card], vectors: &[CardVectors]) -> Result<(), StoreError> {
+        let tx = self.conn.transaction()?;
+        cards::insert(&tx, cards)?;
+        cards::put_vectors(&tx, vectors)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn cards_superseding(&self, id: &CardId) -> Result<Vec<CardId>, StoreError> {
+        cards::superseding(&self.conn, id)
+    }
+
+    fn delete_cards(&mut self, ids: &[CardId]) -> Result<u64, StoreError> {
+        let tx = self.conn.transaction()?;
+        let mut removed = 0;
+        {
+            let mut stmt = tx.prepare_cached("DELETE FROM cards WHERE id = ?1")?;
+            for id in ids {
+                removed += stmt.execute([&id.0])? as u64;
+            }
+        }
+        tx.commit()?;
+        self.checkpoint()?;
+        Ok(removed)
+    }
+
     fn mark_failed(&mut self, segment: &SegmentId, reason: &str) -> Result<(), StoreError> {
         cards::mark_failed(&self.conn, segment, reason)
     }
