@@ -10,21 +10,21 @@ use rusqlite::{Connection, OptionalExtension, Transaction, params, params_from_i
 
 use crate::{CardBatch, CardLookup, CardVectors, StoreError, codec};
 
-fn kind_text(kind: CardKind) -> Result<String, StoreError> {
+pub(crate) fn kind_text(kind: CardKind) -> Result<String, StoreError> {
     match serde_json::to_value(kind) {
         Ok(serde_json::Value::String(s)) => Ok(s),
         _ => Err(StoreError::Corrupt(format!("card kind {kind:?}"))),
     }
 }
 
-fn parse_kind(s: &str) -> Result<CardKind, StoreError> {
+pub(crate) fn parse_kind(s: &str) -> Result<CardKind, StoreError> {
     serde_json::from_value(serde_json::Value::String(s.to_string()))
         .map_err(|_| StoreError::Corrupt(format!("unknown card kind {s:?}")))
 }
 
 /// The end of the interval a card time names: its end, else its start plus one unit of its
 /// granularity (a day by default).
-fn span_end(t: &CardTime) -> Option<chrono::DateTime<chrono::Utc>> {
+pub(crate) fn span_end(t: &CardTime) -> Option<chrono::DateTime<chrono::Utc>> {
     if let Some(end) = t.end {
         return Some(end);
     }
@@ -37,7 +37,7 @@ fn span_end(t: &CardTime) -> Option<chrono::DateTime<chrono::Utc>> {
     }
 }
 
-fn fold(s: &str) -> String {
+pub(crate) fn fold(s: &str) -> String {
     s.trim().to_lowercase()
 }
 

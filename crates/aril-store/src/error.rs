@@ -26,4 +26,31 @@ pub enum StoreError {
     Corrupt(String),
     #[error("database error: {0}")]
     Sql(#[from] rusqlite::Error),
+    #[error("could not connect to PostgreSQL at {url}: {source}")]
+    Connect {
+        url: String,
+        source: postgres::Error,
+    },
+    #[error("PostgreSQL error: {0}")]
+    Postgres(#[from] postgres::Error),
+    #[error(
+        "the database at {url} is at aril schema version {found}, newer than this aril \
+         ({supported}): upgrade aril"
+    )]
+    NewerDatabase {
+        url: String,
+        found: i64,
+        supported: i64,
+    },
+    #[error(
+        "the database at {url} is at aril schema version {found}, this aril needs {wanted}: \
+         run `aril --store {url} migrate` (once, from any one machine)"
+    )]
+    NotMigrated {
+        url: String,
+        found: i64,
+        wanted: i64,
+    },
+    #[error("the schema migration failed: {0}")]
+    Migration(String),
 }

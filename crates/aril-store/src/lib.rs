@@ -1,7 +1,7 @@
 //! Where aril keeps what it knows. The [`Store`] trait is the storage seam: turns (append-only, the
 //! ground state), closed segments, each conversation's open segment, and the embedding cache. One
-//! [`WriteBatch`] is one atomic, durable write. [`SqliteStore`] is the embedded implementation; a
-//! PostgreSQL one implements the same trait.
+//! [`WriteBatch`] is one atomic, durable write. [`SqliteStore`] is the embedded implementation;
+//! [`PgStore`] keeps the same tables in PostgreSQL, for several processes sharing one database.
 //!
 //! Only this crate knows SQL.
 
@@ -9,7 +9,10 @@ mod accounting;
 mod cards;
 mod codec;
 mod error;
+mod postgres;
 mod schema;
+#[cfg(feature = "scratch")]
+pub mod scratch;
 pub(crate) mod sqlite;
 
 use std::collections::{HashMap, HashSet};
@@ -20,6 +23,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 pub use error::StoreError;
+pub use postgres::{PG_SCHEMA_VERSION, PgStore, redact as redact_url};
 pub use schema::SCHEMA_VERSION;
 pub use sqlite::SqliteStore;
 
@@ -255,7 +259,7 @@ pub struct DeleteReport {
     pub embeddings: u64,
 }
 
-/// The storage seam. Implementations: [`SqliteStore`] (embedded). Every method that writes is
+/// The storage seam. Implementations: [`SqliteStore`] (embedded) and [`PgStore`] (PostgreSQL). Every method that writes is
 /// atomic and durable when it returns.
 pub trait Store: Send {
     /// Which of `ids` are already stored.

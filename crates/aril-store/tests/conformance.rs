@@ -1,13 +1,69 @@
-//! The embedded store: atomic batches, idempotent inserts, scoped deletion, memory versions and
-//! single-memory deletion, schema guard.
+//! The storage seam's conformance suite: every behaviour test runs, with the same code, against
+//! the embedded SQLite store and the PostgreSQL store (a scratch database on the test server:
+//! `ARIL_TEST_PG_URL`, else the one `scripts/postgres start` runs). Atomic batches, idempotent
+//! inserts, scoped deletion, memory versions and single-memory deletion, cards and their
+//! structured indexes, accounting; then each backend's own schema guard.
 
 use aril_core::{CloseReason, NewTurn, Role, Scope, ScopeFilter, Segment, SegmentId, Turn, TurnId};
 use aril_segment::OpenSegment;
+use aril_store::scratch::ScratchDatabase;
 use aril_store::{
-    Embedding, RevisionRecord, SegmentRecord, SqliteStore, Store, StoreError, StoredChunk,
+    Embedding, PgStore, RevisionRecord, SegmentRecord, SqliteStore, Store, StoreError, StoredChunk,
     TurnDeletion, TurnRecord, WriteBatch,
 };
 use chrono::Utc;
+
+/// Where a test's store lives; it can be opened again (to test persistence) while this exists.
+enum Place {
+    Sqlite(tempfile::TempDir),
+    Postgres(ScratchDatabase),
+}
+
+impl Place {
+    fn sqlite() -> Self {
+        Place::Sqlite(tempfile::tempdir().unwrap())
+    }
+
+    fn postgres() -> Self {
+        Place::Postgres(ScratchDatabase::new().unwrap_or_else(|e| panic!("{e}")))
+    }
+
+    fn open(&self) -> Box<dyn Store> {
+        match self {
+            Place::Sqlite(dir) => {
+                Box::new(SqliteStore::open(&dir.path().join("s.sqlite")).unwrap())
+            }
+            Place::Postgres(db) => Box::new(PgStore::open(db.url()).unwrap()),
+        }
+    }
+}
+
+/// Runs each listed test once per backend (`sqlite::name`, `postgres::name`).
+macro_rules! conformance {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(#[test] fn $name() { super::$name(&super::Place::sqlite()) })*
+        }
+        mod postgres {
+            $(#[test] fn $name() { super::$name(&super::Place::postgres()) })*
+        }
+    };
+}
+
+conformance!(
+    a_batch_is_stored_whole_and_recommitting_adds_nothing,
+    a_failing_batch_leaves_nothing_behind,
+    delete_takes_one_scope_and_its_unshared_vectors,
+    open_segments_persist_per_conversation,
+    integrity_check_catches_a_turn_outside_the_segmentation,
+    later_versions_supersede_earlier_ones_and_keep_the_memory_id,
+    deleting_turns_swaps_their_segment_for_its_replacement_and_drops_their_vectors,
+    closed_segments_queue_for_cards_and_cards_are_found_by_every_structured_index,
+    appended_cards_supersede_and_deleted_cards_leave_their_turns,
+    a_failed_segment_waits_for_a_retry_and_a_deleted_one_cannot_take_cards,
+    llm_calls_are_summed_by_purpose_and_model_and_survive_reopen,
+    api_keys_are_kept_with_their_grant,
+);
 
 fn turn(user: &str, n: usize) -> TurnRecord {
     let t = NewTurn {
@@ -62,7 +118,7 @@ fn segment(user: &str, turns: &[&TurnRecord]) -> SegmentRecord {
     }
 }
 
-fn fill(store: &mut SqliteStore, user: &str) -> Vec<TurnRecord> {
+fn fill(store: &mut dyn Store, user: &str) -> Vec<TurnRecord> {
     let turns: Vec<TurnRecord> = (1..=3).map(|n| turn(user, n)).collect();
     let mut embeddings: Vec<Embedding> = turns.iter().map(|t| embedding(&t.text_hash)).collect();
     embeddings.push(embedding(&format!("seg-{user}")));
@@ -78,11 +134,9 @@ fn fill(store: &mut SqliteStore, user: &str) -> Vec<TurnRecord> {
     turns
 }
 
-#[test]
-fn a_batch_is_stored_whole_and_recommitting_adds_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut store = SqliteStore::open(&dir.path().join("s.sqlite")).unwrap();
-    let turns = fill(&mut store, "u");
+fn a_batch_is_stored_whole_and_recommitting_adds_nothing(place: &Place) {
+    let mut store = place.open();
+    let turns = fill(&mut *store, "u");
     let again = store
         .commit(WriteBatch {
             turns: turns.clone(),
@@ -104,10 +158,8 @@ fn a_batch_is_stored_whole_and_recommitting_adds_nothing() {
     assert!(back[0].seq < back[1].seq);
 }
 
-#[test]
-fn a_failing_batch_leaves_nothing_behind() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut store = SqliteStore::open(&dir.path().join("s.sqlite")).unwrap();
+fn a_failing_batch_leaves_nothing_behind(place: &Place) {
+    let mut store = place.open();
     // The segment links a turn that is neither stored nor in the batch: the batch must fail whole.
     let failed = store.commit(WriteBatch {
         turns: vec![turn("u", 2)],
@@ -125,12 +177,10 @@ fn a_failing_batch_leaves_nothing_behind() {
     assert_eq!(store.stats().unwrap().turns, 0);
 }
 
-#[test]
-fn delete_takes_one_scope_and_its_unshared_vectors() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut store = SqliteStore::open(&dir.path().join("s.sqlite")).unwrap();
-    fill(&mut store, "a");
-    fill(&mut store, "b");
+fn delete_takes_one_scope_and_its_unshared_vectors(place: &Place) {
+    let mut store = place.open();
+    fill(&mut *store, "a");
+    fill(&mut *store, "b");
     let report = store.delete(&ScopeFilter::user("a")).unwrap();
     assert_eq!(
         (report.turns, report.segments, report.embeddings),
@@ -147,13 +197,10 @@ fn delete_takes_one_scope_and_its_unshared_vectors() {
     ));
 }
 
-#[test]
-fn open_segments_persist_per_conversation() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("s.sqlite");
+fn open_segments_persist_per_conversation(place: &Place) {
     let scope = Scope::user("u").unwrap();
     {
-        let mut store = SqliteStore::open(&path).unwrap();
+        let mut store = place.open();
         let seg = aril_segment::Segmenter::default();
         let mut open = OpenSegment::default();
         let t = turn("u", 1);
@@ -178,14 +225,14 @@ fn open_segments_persist_per_conversation() {
             })
             .unwrap();
     }
-    let store = SqliteStore::open(&path).unwrap();
+    let store = place.open();
     assert_eq!(store.open_segment(&scope, "c").unwrap().turn_ids().len(), 1);
     assert!(store.open_segment(&scope, "other").unwrap().is_empty());
     store.check_integrity().unwrap();
 }
 
 #[test]
-fn a_newer_schema_is_refused() {
+fn sqlite_refuses_a_newer_schema() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s.sqlite");
     drop(SqliteStore::open(&path).unwrap());
@@ -203,10 +250,8 @@ fn a_newer_schema_is_refused() {
     }
 }
 
-#[test]
-fn integrity_check_catches_a_turn_outside_the_segmentation() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut store = SqliteStore::open(&dir.path().join("s.sqlite")).unwrap();
+fn integrity_check_catches_a_turn_outside_the_segmentation(place: &Place) {
+    let mut store = place.open();
     store
         .commit(WriteBatch {
             turns: vec![turn("u", 1)],
@@ -218,7 +263,7 @@ fn integrity_check_catches_a_turn_outside_the_segmentation() {
 }
 
 /// Commits `turn` as version `version` of the memory `memory` (outside any segment).
-fn revise(store: &mut SqliteStore, memory: &TurnRecord, turn: TurnRecord, version: u32) {
+fn revise(store: &mut dyn Store, memory: &TurnRecord, turn: TurnRecord, version: u32) {
     store
         .commit(WriteBatch {
             revisions: vec![RevisionRecord {
@@ -233,14 +278,12 @@ fn revise(store: &mut SqliteStore, memory: &TurnRecord, turn: TurnRecord, versio
         .unwrap();
 }
 
-#[test]
-fn later_versions_supersede_earlier_ones_and_keep_the_memory_id() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut store = SqliteStore::open(&dir.path().join("s.sqlite")).unwrap();
-    let turns = fill(&mut store, "u");
+fn later_versions_supersede_earlier_ones_and_keep_the_memory_id(place: &Place) {
+    let mut store = place.open();
+    let turns = fill(&mut *store, "u");
     let (v2, v3) = (turn("u", 20), turn("u", 30));
-    revise(&mut store, &turns[0], v2.clone(), 2);
-    revise(&mut store, &turns[0], v3.clone(), 3);
+    revise(&mut *store, &turns[0], v2.clone(), 2);
+    revise(&mut *store, &turns[0], v3.clone(), 3);
     let memory = &turns[0].turn.id;
     assert_eq!(
         store.memory_versions(memory).unwrap(),
@@ -286,13 +329,11 @@ fn later_versions_supersede_earlier_ones_and_keep_the_memory_id() {
     assert!(store.turns(&[turn("u", 40).turn.id]).unwrap().is_empty());
 }
 
-#[test]
-fn deleting_turns_swaps_their_segment_for_its_replacement_and_drops_their_vectors() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut store = SqliteStore::open(&dir.path().join("s.sqlite")).unwrap();
-    let turns = fill(&mut store, "u");
+fn deleting_turns_swaps_their_segment_for_its_replacement_and_drops_their_vectors(place: &Place) {
+    let mut store = place.open();
+    let turns = fill(&mut *store, "u");
     let v2 = turn("u", 20);
-    revise(&mut store, &turns[0], v2.clone(), 2);
+    revise(&mut *store, &turns[0], v2.clone(), 2);
     let holding = store.segments_holding(&[turns[0].turn.id.clone()]).unwrap();
     assert_eq!(holding.len(), 1);
     let replacement = segment("u", &[&turns[1], &turns[2]]);
@@ -356,12 +397,10 @@ fn card_of(
     }
 }
 
-#[test]
-fn closed_segments_queue_for_cards_and_cards_are_found_by_every_structured_index() {
+fn closed_segments_queue_for_cards_and_cards_are_found_by_every_structured_index(place: &Place) {
     use aril_store::{CardBatch, CardLookup, CardVectors, StoredChunk};
-    let dir = tempfile::tempdir().unwrap();
-    let mut store = SqliteStore::open(&dir.path().join("s.sqlite")).unwrap();
-    let turns = fill(&mut store, "u");
+    let mut store = place.open();
+    let turns = fill(&mut *store, "u");
     let seg = segment("u", &turns.iter().collect::<Vec<_>>());
     assert_eq!(
         store.queued_segments(10, false).unwrap(),
@@ -475,12 +514,10 @@ fn closed_segments_queue_for_cards_and_cards_are_found_by_every_structured_index
     );
 }
 
-#[test]
-fn a_failed_segment_waits_for_a_retry_and_a_deleted_one_cannot_take_cards() {
+fn a_failed_segment_waits_for_a_retry_and_a_deleted_one_cannot_take_cards(place: &Place) {
     use aril_store::CardBatch;
-    let dir = tempfile::tempdir().unwrap();
-    let mut store = SqliteStore::open(&dir.path().join("s.sqlite")).unwrap();
-    let turns = fill(&mut store, "u");
+    let mut store = place.open();
+    let turns = fill(&mut *store, "u");
     let seg = segment("u", &turns.iter().collect::<Vec<_>>());
     store
         .mark_failed(&seg.segment.id, "the reply was empty")
@@ -504,12 +541,8 @@ fn a_failed_segment_waits_for_a_retry_and_a_deleted_one_cannot_take_cards() {
     assert_eq!(store.stats().unwrap().cards, 0);
 }
 
-#[test]
-fn llm_calls_are_summed_by_purpose_and_model_and_survive_reopen() {
-    use aril_store::LlmCall;
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("s.sqlite");
-    let call = |purpose: &str, prompt, local| LlmCall {
+fn call(purpose: &str, prompt: u64, local: bool) -> aril_store::LlmCall {
+    aril_store::LlmCall {
         at: Utc::now(),
         purpose: purpose.into(),
         model: "smol".into(),
@@ -520,15 +553,18 @@ fn llm_calls_are_summed_by_purpose_and_model_and_survive_reopen() {
         completion_o200k: 8,
         latency_ms: 5,
         attempts: 1,
-    };
+    }
+}
+
+fn llm_calls_are_summed_by_purpose_and_model_and_survive_reopen(place: &Place) {
     {
-        let mut store = SqliteStore::open(&path).unwrap();
+        let mut store = place.open();
         store
             .record_llm_calls(&[call("encode", 100, false), call("encode", 50, true)])
             .unwrap();
         store.record_llm_calls(&[call("plan", 7, false)]).unwrap();
     }
-    let usage = SqliteStore::open(&path).unwrap().llm_usage().unwrap();
+    let usage = place.open().llm_usage().unwrap();
     assert_eq!(usage.len(), 2);
     assert_eq!(usage[0].purpose, "encode");
     assert_eq!(
@@ -552,6 +588,101 @@ fn llm_calls_are_summed_by_purpose_and_model_and_survive_reopen() {
         (usage[1].purpose.as_str(), usage[1].prompt_tokens),
         ("plan", 7)
     );
+}
+
+fn appended_cards_supersede_and_deleted_cards_leave_their_turns(place: &Place) {
+    use aril_core::CardId;
+    use aril_store::{CardBatch, CardVectors};
+    let mut store = place.open();
+    let turns = fill(&mut *store, "u");
+    let seg = segment("u", &turns.iter().collect::<Vec<_>>());
+    store
+        .commit_cards(CardBatch {
+            segment: seg.segment.id.clone(),
+            cards: vec![card_of(&seg, 1, &turns[0], &[])],
+            scope: seg.segment.scope.clone(),
+            conversation: "c".into(),
+            state: serde_json::json!({}),
+            vectors: vec![],
+        })
+        .unwrap();
+    let edit = aril_core::Card {
+        id: CardId("c_edit".into()),
+        text: "Caroline went to the support group twice".into(),
+        ..card_of(&seg, 1, &turns[0], &["c_1"])
+    };
+    let vector = CardVectors {
+        card: edit.id.clone(),
+        model: "m".into(),
+        chunks: vec![StoredChunk {
+            start: 0,
+            end: 3,
+            vector: vec![0.0, 1.0],
+        }],
+    };
+    store
+        .append_cards(std::slice::from_ref(&edit), &[vector])
+        .unwrap();
+    assert_eq!(
+        store.cards_superseding(&CardId("c_1".into())).unwrap(),
+        vec![edit.id.clone()]
+    );
+    let current = store.cards(&ScopeFilter::user("u"), true).unwrap();
+    assert_eq!(current, vec![edit.clone()], "the edit holds now");
+    assert_eq!(
+        store.card_vectors("m", &[edit.id.clone()]).unwrap().len(),
+        1
+    );
+    let removed = store
+        .delete_cards(&[CardId("c_1".into()), edit.id.clone(), CardId("nope".into())])
+        .unwrap();
+    assert_eq!(removed, 2);
+    assert!(
+        store
+            .cards(&ScopeFilter::user("u"), false)
+            .unwrap()
+            .is_empty()
+    );
+    assert!(store.card_vectors("m", &[edit.id]).unwrap().is_empty());
+    assert_eq!(store.stats().unwrap().turns, 3, "the turns stay");
+    store.check_integrity().unwrap();
+}
+
+fn api_keys_are_kept_with_their_grant(place: &Place) {
+    use aril_store::ApiKeyRecord;
+    let created = chrono::TimeZone::with_ymd_and_hms(&Utc, 2024, 1, 2, 3, 4, 5).unwrap();
+    let key = |id: &str, user: Option<&str>| ApiKeyRecord {
+        id: id.into(),
+        key_hash: format!("hash-{id}"),
+        user_id: user.map(str::to_string),
+        admin: user.is_none(),
+        created,
+    };
+    {
+        let mut store = place.open();
+        store.add_api_key(&key("k1", Some("alice"))).unwrap();
+        store.add_api_key(&key("k2", None)).unwrap();
+        assert!(
+            store.add_api_key(&key("k1", Some("bob"))).is_err(),
+            "an id is used once"
+        );
+    }
+    let mut keys = place.open().api_keys().unwrap();
+    keys.sort_by(|a, b| a.id.cmp(&b.id));
+    assert_eq!(keys, vec![key("k1", Some("alice")), key("k2", None)]);
+}
+
+#[test]
+fn sqlite_upgrades_a_version_4_file_and_keeps_its_calls() {
+    let place = Place::sqlite();
+    let Place::Sqlite(dir) = &place else {
+        unreachable!()
+    };
+    let path = dir.path().join("s.sqlite");
+    place
+        .open()
+        .record_llm_calls(&[call("encode", 100, false), call("encode", 50, true)])
+        .unwrap();
     // A version-4 file (calls without o200k counts) is upgraded in place: its calls are kept and
     // counted as calls without o200k figures.
     let conn = rusqlite::Connection::open(&path).unwrap();
@@ -569,6 +700,37 @@ fn llm_calls_are_summed_by_purpose_and_model_and_survive_reopen() {
     assert_eq!(usage[0].o200k_calls, 0);
     assert_eq!(
         (usage[1].calls, usage[1].o200k_calls, usage[1].prompt_o200k),
-        (2, 1, 4)
+        (1, 1, 4)
     );
+}
+
+#[test]
+fn postgres_refuses_a_database_not_migrated_or_newer_and_migrating_twice_is_harmless() {
+    let db = ScratchDatabase::new().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        PgStore::migrate(db.url()).unwrap(),
+        aril_store::PG_SCHEMA_VERSION
+    );
+    let mut admin = ::postgres::Client::connect(db.url(), ::postgres::NoTls).unwrap();
+    admin
+        .batch_execute(
+            "INSERT INTO aril_schema_history (version, name, applied_on, checksum) \
+             VALUES (99, 'from_the_future', '2030-01-01', '0')",
+        )
+        .unwrap();
+    match PgStore::open(db.url()) {
+        Err(StoreError::NewerDatabase { found: 99, .. }) => {}
+        Err(e) => panic!("unexpected error {e}"),
+        Ok(_) => panic!("a newer schema was opened"),
+    }
+    admin
+        .batch_execute("DROP TABLE aril_schema_history")
+        .unwrap();
+    match PgStore::open(db.url()) {
+        Err(e @ StoreError::NotMigrated { found: 0, .. }) => {
+            assert!(e.to_string().contains("migrate"), "{e}")
+        }
+        Err(e) => panic!("unexpected error {e}"),
+        Ok(_) => panic!("a database without the schema was opened"),
+    }
 }

@@ -1,0 +1,1008 @@
+//! The PostgreSQL store: the same tables and the same guarantees as the embedded SQLite store, in
+//! a database that several aril processes can share. Every write method is one transaction, and
+//! PostgreSQL's commit is durable when it returns (`synchronous_commit` on, its default).
+//!
+//! The schema is versioned by refinery migrations (`migrations/postgres/`). [`PgStore::migrate`]
+//! applies them (`aril --store postgres://… migrate`); [`PgStore::open`] refuses a database whose
+//! schema is missing, older or newer than this build, with what to do.
+//!
+//! Deletion: rows are deleted in the transaction, then the touched tables are vacuumed, so the
+//! deleted text leaves the tables' pages; what PostgreSQL's WAL, replicas and backups still hold is
+//! the operator's to manage (see `docs/postgres.md`).
+
+mod cards;
+mod migrate;
+
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+
+use aril_core::{
+    Card, CardId, CloseReason, NewTurn, Role, Scope, ScopeFilter, Segment, SegmentId, Turn, TurnId,
+    render_line, render_turns,
+};
+use aril_segment::OpenSegment;
+use chrono::{DateTime, Utc};
+use postgres::types::ToSql;
+use postgres::{Client, GenericClient, NoTls, Row, Transaction};
+
+use crate::{
+    ApiKeyRecord, CardBatch, CardLookup, CardVectors, CommitReport, DeleteReport, Embedding,
+    LlmCall, LlmUsage, Store, StoreError, StoreStats, StoredChunk, TurnDeletion, UnitKind,
+    UnitText, UnitVectors, WriteBatch, codec,
+};
+
+pub use migrate::PG_SCHEMA_VERSION;
+
+/// The text of ids (`TurnId`, `SegmentId`, `CardId`), for an `= ANY($n)` parameter.
+macro_rules! texts {
+    ($ids:expr) => {
+        $ids.iter().map(|i| i.0.clone()).collect::<Vec<String>>()
+    };
+}
+
+/// The PostgreSQL implementation of [`Store`].
+pub struct PgStore {
+    /// One connection; the trait's readers take `&self`, and a store is used by one thread at a
+    /// time (`Store: Send`, not `Sync`).
+    client: RefCell<Client>,
+    /// The URL without its password, for messages.
+    shown: String,
+}
+
+/// A URL as it may be shown: without a password.
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let auth = &url[scheme + 3..at];
+            match auth.find(':') {
+                Some(colon) => {
+                    format!("{}{}:***{}", &url[..scheme + 3], &auth[..colon], &url[at..])
+                }
+                None => url.to_string(),
+            }
+        }
+        _ => url.to_string(),
+    }
+}
+
+fn connect(url: &str) -> Result<Client, StoreError> {
+    Client::connect(url, NoTls).map_err(|source| StoreError::Connect {
+        url: redact(url),
+        source,
+    })
+}
+
+impl PgStore {
+    /// Connects and checks that the schema is this build's; never changes the schema.
+    pub fn open(url: &str) -> Result<Self, StoreError> {
+        let mut client = connect(url)?;
+        migrate::check(&mut client, &redact(url))?;
+        Ok(Self {
+            client: RefCell::new(client),
+            shown: redact(url),
+        })
+    }
+
+    /// Applies the migrations this build has that the database lacks (one at a time, under an
+    /// advisory lock, so concurrent servers do not race); returns the schema version now.
+    pub fn migrate(url: &str) -> Result<i64, StoreError> {
+        let mut client = connect(url)?;
+        migrate::apply(&mut client, &redact(url))
+    }
+
+    /// The URL this store is connected to, without a password.
+    pub fn url(&self) -> &str {
+        &self.shown
+    }
+
+    /// Vacuums tables after a deletion, so deleted rows leave their pages (outside any
+    /// transaction, as VACUUM requires).
+    fn vacuum(&self, tables: &[&str]) -> Result<(), StoreError> {
+        let mut client = self.client.borrow_mut();
+        for t in tables {
+            client.batch_execute(&format!("VACUUM {t}"))?;
+        }
+        Ok(())
+    }
+
+    fn segments_where(
+        &self,
+        clause: &str,
+        args: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Segment>, StoreError> {
+        let mut client = self.client.borrow_mut();
+        segments_where(&mut *client, clause, args)
+    }
+}
+
+/// Scope columns at `at..at + 3` (user, agent, run; empty text for none).
+fn scope_at(r: &Row, at: usize) -> Result<Scope, StoreError> {
+    let opt = |s: String| if s.is_empty() { None } else { Some(s) };
+    Ok(Scope {
+        user_id: r.try_get(at)?,
+        agent_id: opt(r.try_get(at + 1)?),
+        run_id: opt(r.try_get(at + 2)?),
+    })
+}
+
+/// The condition a scope filter sets on the scope columns of `alias` (e.g. `"c."`), with its
+/// parameters numbered from `$first`.
+fn filter_clause(alias: &str, filter: &ScopeFilter, first: usize) -> (String, Vec<String>) {
+    let mut clause = format!("{alias}user_id = ${first}");
+    let mut args = vec![filter.user_id.clone()];
+    if let Some(a) = &filter.agent_id {
+        args.push(a.clone());
+        clause.push_str(&format!(
+            " AND {alias}agent_id = ${}",
+            first + args.len() - 1
+        ));
+    }
+    if let Some(r) = &filter.run_id {
+        args.push(r.clone());
+        clause.push_str(&format!(" AND {alias}run_id = ${}", first + args.len() - 1));
+    }
+    (clause, args)
+}
+
+fn params(args: &[String]) -> Vec<&(dyn ToSql + Sync)> {
+    args.iter().map(|a| a as &(dyn ToSql + Sync)).collect()
+}
+
+fn segments_where(
+    client: &mut impl GenericClient,
+    clause: &str,
+    args: &[&(dyn ToSql + Sync)],
+) -> Result<Vec<Segment>, StoreError> {
+    let rows = client.query(
+        &format!(
+            "SELECT id, user_id, agent_id, run_id, conversation, boundary_score, reason, tokens, \
+             start_time, end_time FROM segments WHERE {clause} ORDER BY seq"
+        ),
+        args,
+    )?;
+    let ids: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
+    let mut links: HashMap<String, Vec<TurnId>> = HashMap::new();
+    for r in client.query(
+        "SELECT segment_id, turn_id FROM segment_turns WHERE segment_id = ANY($1) \
+         ORDER BY segment_id, ord",
+        &[&ids],
+    )? {
+        links.entry(r.get(0)).or_default().push(TurnId(r.get(1)));
+    }
+    rows.iter()
+        .map(|r| {
+            let id: String = r.try_get(0)?;
+            let reason: String = r.try_get(6)?;
+            Ok(Segment {
+                turns: links.remove(&id).unwrap_or_default(),
+                scope: scope_at(r, 1)?,
+                conversation: r.try_get(4)?,
+                boundary_score: r.try_get::<_, f64>(5)? as f32,
+                reason: CloseReason::parse(&reason).ok_or_else(|| {
+                    StoreError::Corrupt(format!("unknown segment close reason {reason:?}"))
+                })?,
+                tokens: r.try_get::<_, i64>(7)? as u32,
+                start_time: r.try_get(8)?,
+                end_time: r.try_get(9)?,
+                id: SegmentId(id),
+            })
+        })
+        .collect()
+}
+
+fn turn_from_row(r: &Row) -> Result<Turn, StoreError> {
+    let role: String = r.try_get(7)?;
+    Ok(Turn {
+        id: TurnId(r.try_get(0)?),
+        seq: r.try_get(1)?,
+        turn: NewTurn {
+            scope: scope_at(r, 2)?,
+            conversation: r.try_get(5)?,
+            session: r.try_get(6)?,
+            role: Role::parse(&role).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+            speaker: r.try_get(8)?,
+            text: r.try_get(9)?,
+            event_time: r.try_get(10)?,
+            source_id: r.try_get(12)?,
+        },
+        ingest_time: r.try_get(11)?,
+    })
+}
+
+/// Writes a batch inside an open transaction.
+fn write_batch(tx: &mut Transaction<'_>, batch: &WriteBatch) -> Result<CommitReport, StoreError> {
+    let mut report = CommitReport::default();
+    let insert_turn = tx.prepare(
+        "INSERT INTO turns (id, user_id, agent_id, run_id, conversation, session, role, speaker, \
+         text, text_hash, event_time, ingest_time, source_id) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT (id) DO NOTHING",
+    )?;
+    for rec in &batch.turns {
+        let t = &rec.turn.turn;
+        let n = tx.execute(
+            &insert_turn,
+            &[
+                &rec.turn.id.0,
+                &t.scope.user_id,
+                &t.scope.agent_id.as_deref().unwrap_or(""),
+                &t.scope.run_id.as_deref().unwrap_or(""),
+                &t.conversation,
+                &t.session,
+                &t.role.as_str(),
+                &t.speaker,
+                &t.text,
+                &rec.text_hash,
+                &t.event_time,
+                &rec.turn.ingest_time,
+                &t.source_id,
+            ],
+        )?;
+        if n == 1 {
+            report.turns_added += 1;
+        } else {
+            report.turns_skipped += 1;
+        }
+    }
+    let insert_segment = tx.prepare(
+        "INSERT INTO segments (id, user_id, agent_id, run_id, conversation, boundary_score, \
+         reason, tokens, start_time, end_time, text_hash) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (id) DO NOTHING",
+    )?;
+    let insert_link =
+        tx.prepare("INSERT INTO segment_turns (segment_id, ord, turn_id) VALUES ($1, $2, $3)")?;
+    for rec in &batch.segments {
+        let s = &rec.segment;
+        let n = tx.execute(
+            &insert_segment,
+            &[
+                &s.id.0,
+                &s.scope.user_id,
+                &s.scope.agent_id.as_deref().unwrap_or(""),
+                &s.scope.run_id.as_deref().unwrap_or(""),
+                &s.conversation,
+                &(s.boundary_score as f64),
+                &s.reason.as_str(),
+                &(s.tokens as i64),
+                &s.start_time,
+                &s.end_time,
+                &rec.text_hash,
+            ],
+        )?;
+        if n == 1 {
+            report.segments_added += 1;
+            tx.execute(
+                "INSERT INTO consolidation (segment_id, status) VALUES ($1, 'pending') \
+                 ON CONFLICT DO NOTHING",
+                &[&s.id.0],
+            )?;
+            for (ord, turn) in s.turns.iter().enumerate() {
+                tx.execute(&insert_link, &[&s.id.0, &(ord as i32), &turn.0])?;
+            }
+        }
+    }
+    for rec in &batch.open_segments {
+        let state = serde_json::to_value(&rec.state)
+            .map_err(|e| StoreError::Corrupt(format!("open segment state: {e}")))?;
+        tx.execute(
+            "INSERT INTO open_segments (user_id, agent_id, run_id, conversation, state) \
+             VALUES ($1, $2, $3, $4, $5) ON CONFLICT (user_id, agent_id, run_id, conversation) \
+             DO UPDATE SET state = excluded.state",
+            &[
+                &rec.scope.user_id,
+                &rec.scope.agent_id.as_deref().unwrap_or(""),
+                &rec.scope.run_id.as_deref().unwrap_or(""),
+                &rec.conversation,
+                &state,
+            ],
+        )?;
+    }
+    let insert_embedding = tx.prepare(
+        "INSERT INTO embeddings (model, text_hash, pieces, chunks) VALUES ($1, $2, $3, $4) \
+         ON CONFLICT DO NOTHING",
+    )?;
+    for e in &batch.embeddings {
+        tx.execute(
+            &insert_embedding,
+            &[
+                &e.model,
+                &e.text_hash,
+                &(e.pieces as i32),
+                &codec::encode(&e.chunks),
+            ],
+        )?;
+    }
+    for r in &batch.revisions {
+        tx.execute(
+            "INSERT INTO revisions (turn_id, memory_id, version) VALUES ($1, $2, $3)",
+            &[&r.turn.0, &r.memory.0, &(r.version as i32)],
+        )?;
+    }
+    Ok(report)
+}
+
+/// Drops the cache entries of the given text hashes that no turn or segment uses any more.
+fn drop_unused_embeddings(tx: &mut Transaction<'_>, hashes: &[String]) -> Result<u64, StoreError> {
+    Ok(tx.execute(
+        "DELETE FROM embeddings e WHERE e.text_hash = ANY($1) \
+         AND NOT EXISTS (SELECT 1 FROM turns t WHERE t.text_hash = e.text_hash) \
+         AND NOT EXISTS (SELECT 1 FROM segments s WHERE s.text_hash = e.text_hash)",
+        &[&hashes],
+    )?)
+}
+
+/// Every table a deletion may touch, vacuumed after it.
+const DELETION_TABLES: &[&str] = &[
+    "turns",
+    "segments",
+    "segment_turns",
+    "open_segments",
+    "embeddings",
+    "revisions",
+    "consolidation",
+    "cards",
+    "card_turns",
+    "card_entities",
+    "card_topics",
+    "card_supersedes",
+    "card_vectors",
+    "encoder_states",
+];
+
+fn scope_text(filter: &ScopeFilter) -> String {
+    format!(
+        "user {:?}{}{}",
+        filter.user_id,
+        filter
+            .agent_id
+            .as_ref()
+            .map(|a| format!(", agent {a:?}"))
+            .unwrap_or_default(),
+        filter
+            .run_id
+            .as_ref()
+            .map(|r| format!(", run {r:?}"))
+            .unwrap_or_default()
+    )
+}
+
+impl Store for PgStore {
+    fn existing_turns(&self, ids: &[TurnId]) -> Result<HashSet<TurnId>, StoreError> {
+        let keys = texts!(ids);
+        let rows = self
+            .client
+            .borrow_mut()
+            .query("SELECT id FROM turns WHERE id = ANY($1)", &[&keys])?;
+        Ok(rows.iter().map(|r| TurnId(r.get(0))).collect())
+    }
+
+    fn open_segment(&self, scope: &Scope, conversation: &str) -> Result<OpenSegment, StoreError> {
+        let state = conversation_state(
+            &mut *self.client.borrow_mut(),
+            "open_segments",
+            scope,
+            conversation,
+        )?;
+        match state {
+            None => Ok(OpenSegment::default()),
+            Some(v) => serde_json::from_value(v)
+                .map_err(|e| StoreError::Corrupt(format!("open segment state: {e}"))),
+        }
+    }
+
+    fn commit(&mut self, batch: WriteBatch) -> Result<CommitReport, StoreError> {
+        let mut client = self.client.borrow_mut();
+        let mut tx = client.transaction()?;
+        let report = write_batch(&mut tx, &batch)?;
+        tx.commit()?;
+        Ok(report)
+    }
+
+    fn turns(&self, ids: &[TurnId]) -> Result<Vec<Turn>, StoreError> {
+        let keys = texts!(ids);
+        let rows = self.client.borrow_mut().query(
+            "SELECT id, seq, user_id, agent_id, run_id, conversation, session, role, speaker, \
+             text, event_time, ingest_time, source_id FROM turns WHERE id = ANY($1)",
+            &[&keys],
+        )?;
+        let mut by_id: HashMap<TurnId, Turn> = rows
+            .iter()
+            .map(|r| turn_from_row(r).map(|t| (t.id.clone(), t)))
+            .collect::<Result<_, _>>()?;
+        Ok(ids.iter().filter_map(|id| by_id.remove(id)).collect())
+    }
+
+    fn segments(&self, ids: &[SegmentId]) -> Result<Vec<Segment>, StoreError> {
+        let keys = texts!(ids);
+        let found = self.segments_where("id = ANY($1)", &[&keys])?;
+        let mut by_id: HashMap<SegmentId, Segment> =
+            found.into_iter().map(|s| (s.id.clone(), s)).collect();
+        Ok(ids.iter().filter_map(|id| by_id.remove(id)).collect())
+    }
+
+    fn list_segments(&self, filter: &ScopeFilter) -> Result<Vec<Segment>, StoreError> {
+        let (clause, args) = filter_clause("", filter, 1);
+        self.segments_where(&clause, &params(&args))
+    }
+
+    fn embeddings(
+        &self,
+        model: &str,
+        hashes: &[String],
+    ) -> Result<HashMap<String, Embedding>, StoreError> {
+        let rows = self.client.borrow_mut().query(
+            "SELECT text_hash, pieces, chunks FROM embeddings \
+             WHERE model = $1 AND text_hash = ANY($2)",
+            &[&model, &hashes],
+        )?;
+        rows.iter()
+            .map(|r| {
+                let text_hash: String = r.try_get(0)?;
+                Ok((
+                    text_hash.clone(),
+                    Embedding {
+                        model: model.to_string(),
+                        text_hash,
+                        pieces: r.try_get::<_, i32>(1)? as u32,
+                        chunks: codec::decode(r.try_get(2)?)?,
+                    },
+                ))
+            })
+            .collect()
+    }
+
+    fn unit_vectors(&self, model: &str, user_id: &str) -> Result<Vec<UnitVectors>, StoreError> {
+        let mut out = Vec::new();
+        let mut client = self.client.borrow_mut();
+        for (kind, table) in [(UnitKind::Turn, "turns"), (UnitKind::Segment, "segments")] {
+            let rows = client.query(
+                &format!(
+                    "SELECT u.id, u.user_id, u.agent_id, u.run_id, e.chunks FROM {table} u \
+                     JOIN embeddings e ON e.model = $1 AND e.text_hash = u.text_hash \
+                     WHERE u.user_id = $2 ORDER BY u.seq"
+                ),
+                &[&model, &user_id],
+            )?;
+            for r in &rows {
+                out.push(UnitVectors {
+                    kind,
+                    id: r.try_get(0)?,
+                    scope: scope_at(r, 1)?,
+                    chunks: codec::decode(r.try_get(4)?)?,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    fn units_after(&self, turn_seq: i64, segment_seq: i64) -> Result<Vec<UnitText>, StoreError> {
+        let mut out = Vec::new();
+        let rows = self.client.borrow_mut().query(
+            "SELECT id, user_id, agent_id, run_id, role, speaker, text, seq FROM turns \
+             WHERE seq > $1 ORDER BY seq",
+            &[&turn_seq],
+        )?;
+        for r in &rows {
+            let role: String = r.try_get(4)?;
+            let role = Role::parse(&role).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            let speaker: Option<String> = r.try_get(5)?;
+            let text: String = r.try_get(6)?;
+            out.push(UnitText {
+                kind: UnitKind::Turn,
+                id: r.try_get(0)?,
+                scope: scope_at(r, 1)?,
+                text: render_line(role, speaker.as_deref(), &text),
+                seq: r.try_get(7)?,
+            });
+        }
+        let segs: Vec<(String, i64)> = self
+            .client
+            .borrow_mut()
+            .query(
+                "SELECT id, seq FROM segments WHERE seq > $1 ORDER BY seq",
+                &[&segment_seq],
+            )?
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect();
+        for chunk in segs.chunks(500) {
+            let ids: Vec<SegmentId> = chunk.iter().map(|(id, _)| SegmentId(id.clone())).collect();
+            for (segment, (_, seq)) in self.segments(&ids)?.into_iter().zip(chunk) {
+                let turns = self.turns(&segment.turns)?;
+                out.push(UnitText {
+                    kind: UnitKind::Segment,
+                    id: segment.id.0,
+                    scope: segment.scope,
+                    text: render_turns(&turns),
+                    seq: *seq,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    fn delete(&mut self, filter: &ScopeFilter) -> Result<DeleteReport, StoreError> {
+        let (clause, args) = filter_clause("", filter, 1);
+        let args = params(&args);
+        let report = {
+            let mut client = self.client.borrow_mut();
+            let mut tx = client.transaction()?;
+            let turns: i64 = tx
+                .query_one(&format!("SELECT COUNT(*) FROM turns WHERE {clause}"), &args)?
+                .get(0);
+            if turns == 0 {
+                return Err(StoreError::UnknownScope(scope_text(filter)));
+            }
+            let mut hashes: Vec<String> = Vec::new();
+            for table in ["turns", "segments"] {
+                for r in tx.query(
+                    &format!("SELECT DISTINCT text_hash FROM {table} WHERE {clause}"),
+                    &args,
+                )? {
+                    hashes.push(r.get(0));
+                }
+            }
+            let segments = tx.execute(&format!("DELETE FROM segments WHERE {clause}"), &args)?;
+            tx.execute(&format!("DELETE FROM turns WHERE {clause}"), &args)?;
+            tx.execute(&format!("DELETE FROM open_segments WHERE {clause}"), &args)?;
+            tx.execute(&format!("DELETE FROM encoder_states WHERE {clause}"), &args)?;
+            let embeddings = drop_unused_embeddings(&mut tx, &hashes)?;
+            tx.commit()?;
+            DeleteReport {
+                turns: turns as u64,
+                segments,
+                embeddings,
+            }
+        };
+        self.vacuum(DELETION_TABLES)?;
+        Ok(report)
+    }
+
+    fn delete_turns(&mut self, deletion: TurnDeletion) -> Result<DeleteReport, StoreError> {
+        let turn_ids = texts!(&deletion.turns);
+        let segment_ids = texts!(&deletion.segments);
+        let report = {
+            let mut client = self.client.borrow_mut();
+            let mut tx = client.transaction()?;
+            let mut hashes: Vec<String> = Vec::new();
+            for (table, ids) in [("segments", &segment_ids), ("turns", &turn_ids)] {
+                for r in tx.query(
+                    &format!("SELECT DISTINCT text_hash FROM {table} WHERE id = ANY($1)"),
+                    &[ids],
+                )? {
+                    hashes.push(r.get(0));
+                }
+            }
+            let segments =
+                tx.execute("DELETE FROM segments WHERE id = ANY($1)", &[&segment_ids])?;
+            tx.execute(
+                "DELETE FROM revisions WHERE memory_id = ANY($1)",
+                &[&turn_ids],
+            )?;
+            let turns = tx.execute("DELETE FROM turns WHERE id = ANY($1)", &[&turn_ids])?;
+            write_batch(
+                &mut tx,
+                &WriteBatch {
+                    segments: deletion.replacements,
+                    open_segments: deletion.open_segments,
+                    embeddings: deletion.embeddings,
+                    ..Default::default()
+                },
+            )?;
+            let embeddings = drop_unused_embeddings(&mut tx, &hashes)?;
+            tx.commit()?;
+            DeleteReport {
+                turns,
+                segments,
+                embeddings,
+            }
+        };
+        self.vacuum(DELETION_TABLES)?;
+        Ok(report)
+    }
+
+    fn segments_holding(&self, turns: &[TurnId]) -> Result<Vec<Segment>, StoreError> {
+        let keys = texts!(turns);
+        self.segments_where(
+            "id IN (SELECT segment_id FROM segment_turns WHERE turn_id = ANY($1))",
+            &[&keys],
+        )
+    }
+
+    fn memory_versions(&self, memory: &TurnId) -> Result<Vec<TurnId>, StoreError> {
+        let mut client = self.client.borrow_mut();
+        let r = client.query_one(
+            "SELECT EXISTS (SELECT 1 FROM turns WHERE id = $1), \
+             EXISTS (SELECT 1 FROM revisions WHERE turn_id = $1)",
+            &[&memory.0],
+        )?;
+        let (exists, is_later): (bool, bool) = (r.get(0), r.get(1));
+        if !exists || is_later {
+            return Ok(Vec::new());
+        }
+        let mut versions = vec![memory.clone()];
+        for r in client.query(
+            "SELECT turn_id FROM revisions WHERE memory_id = $1 ORDER BY version",
+            &[&memory.0],
+        )? {
+            versions.push(TurnId(r.get(0)));
+        }
+        Ok(versions)
+    }
+
+    fn memory_ids(&self, turns: &[TurnId]) -> Result<HashMap<TurnId, TurnId>, StoreError> {
+        let keys = texts!(turns);
+        let rows = self.client.borrow_mut().query(
+            "SELECT turn_id, memory_id FROM revisions WHERE turn_id = ANY($1)",
+            &[&keys],
+        )?;
+        Ok(rows
+            .iter()
+            .map(|r| (TurnId(r.get(0)), TurnId(r.get(1))))
+            .collect())
+    }
+
+    fn superseded(&self, user_id: &str) -> Result<HashSet<TurnId>, StoreError> {
+        let rows = self.client.borrow_mut().query(
+            "SELECT s.turn_id FROM superseded s JOIN turns t ON t.id = s.turn_id \
+             WHERE t.user_id = $1",
+            &[&user_id],
+        )?;
+        Ok(rows.iter().map(|r| TurnId(r.get(0))).collect())
+    }
+
+    fn queued_segments(
+        &self,
+        limit: usize,
+        retry_failed: bool,
+    ) -> Result<Vec<SegmentId>, StoreError> {
+        cards::queued(&mut *self.client.borrow_mut(), limit, retry_failed)
+    }
+
+    fn commit_cards(&mut self, batch: CardBatch) -> Result<(), StoreError> {
+        let mut client = self.client.borrow_mut();
+        let mut tx = client.transaction()?;
+        cards::commit(&mut tx, &batch)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn append_cards(&mut self, new: &[Card], vectors: &[CardVectors]) -> Result<(), StoreError> {
+        let mut client = self.client.borrow_mut();
+        let mut tx = client.transaction()?;
+        cards::insert(&mut tx, new)?;
+        cards::put_vectors(&mut tx, vectors)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn cards_superseding(&self, id: &CardId) -> Result<Vec<CardId>, StoreError> {
+        let rows = self.client.borrow_mut().query(
+            "SELECT c.id FROM card_supersedes s JOIN cards c ON c.id = s.card_id \
+             WHERE s.supersedes = $1 ORDER BY c.seq",
+            &[&id.0],
+        )?;
+        Ok(rows.iter().map(|r| CardId(r.get(0))).collect())
+    }
+
+    fn delete_cards(&mut self, ids: &[CardId]) -> Result<u64, StoreError> {
+        let keys = texts!(ids);
+        let removed = self
+            .client
+            .borrow_mut()
+            .execute("DELETE FROM cards WHERE id = ANY($1)", &[&keys])?;
+        self.vacuum(&[
+            "cards",
+            "card_turns",
+            "card_entities",
+            "card_topics",
+            "card_supersedes",
+            "card_vectors",
+        ])?;
+        Ok(removed)
+    }
+
+    fn mark_failed(&mut self, segment: &SegmentId, reason: &str) -> Result<(), StoreError> {
+        self.client.borrow_mut().execute(
+            "UPDATE consolidation SET status = 'failed', reason = $2, attempts = attempts + 1 \
+             WHERE segment_id = $1",
+            &[&segment.0, &reason],
+        )?;
+        Ok(())
+    }
+
+    fn cards(&self, filter: &ScopeFilter, current_only: bool) -> Result<Vec<Card>, StoreError> {
+        let (mut clause, args) = filter_clause("c.", filter, 1);
+        if current_only {
+            clause.push_str(" AND c.id NOT IN (SELECT supersedes FROM card_supersedes)");
+        }
+        cards::load(&mut *self.client.borrow_mut(), &clause, &params(&args))
+    }
+
+    fn cards_by_id(&self, ids: &[CardId]) -> Result<Vec<Card>, StoreError> {
+        let keys = texts!(ids);
+        let found = cards::load(&mut *self.client.borrow_mut(), "c.id = ANY($1)", &[&keys])?;
+        let mut by_id: HashMap<CardId, Card> =
+            found.into_iter().map(|c| (c.id.clone(), c)).collect();
+        Ok(ids.iter().filter_map(|id| by_id.remove(id)).collect())
+    }
+
+    fn lookup_cards(
+        &self,
+        filter: &ScopeFilter,
+        lookup: &CardLookup,
+    ) -> Result<Vec<CardId>, StoreError> {
+        cards::lookup(&mut *self.client.borrow_mut(), filter, lookup)
+    }
+
+    fn card_vectors(
+        &self,
+        model: &str,
+        ids: &[CardId],
+    ) -> Result<HashMap<CardId, Vec<StoredChunk>>, StoreError> {
+        let keys = texts!(ids);
+        let rows = self.client.borrow_mut().query(
+            "SELECT card_id, chunks FROM card_vectors WHERE model = $1 AND card_id = ANY($2)",
+            &[&model, &keys],
+        )?;
+        rows.iter()
+            .map(|r| Ok((CardId(r.try_get(0)?), codec::decode(r.try_get(1)?)?)))
+            .collect()
+    }
+
+    fn put_card_vectors(&mut self, vectors: &[CardVectors]) -> Result<(), StoreError> {
+        let mut client = self.client.borrow_mut();
+        let mut tx = client.transaction()?;
+        cards::put_vectors(&mut tx, vectors)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn record_llm_calls(&mut self, calls: &[LlmCall]) -> Result<(), StoreError> {
+        let mut client = self.client.borrow_mut();
+        let mut tx = client.transaction()?;
+        let row = tx.prepare(
+            "INSERT INTO llm_calls (at, purpose, model, prompt_tokens, completion_tokens, \
+             counted_locally, latency_ms, attempts, prompt_o200k, completion_o200k) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+        )?;
+        for c in calls {
+            tx.execute(
+                &row,
+                &[
+                    &c.at,
+                    &c.purpose,
+                    &c.model,
+                    &(c.prompt_tokens as i64),
+                    &(c.completion_tokens as i64),
+                    &c.counted_locally,
+                    &(c.latency_ms as i64),
+                    &(c.attempts as i32),
+                    &(c.prompt_o200k as i64),
+                    &(c.completion_o200k as i64),
+                ],
+            )?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn llm_usage(&self) -> Result<Vec<LlmUsage>, StoreError> {
+        let rows = self.client.borrow_mut().query(
+            "SELECT purpose, model, COUNT(*), SUM(prompt_tokens)::BIGINT, \
+             SUM(completion_tokens)::BIGINT, COUNT(*) FILTER (WHERE counted_locally), \
+             SUM(latency_ms)::BIGINT, COALESCE(SUM(prompt_o200k), 0)::BIGINT, \
+             COALESCE(SUM(completion_o200k), 0)::BIGINT, COUNT(prompt_o200k) FROM llm_calls \
+             GROUP BY purpose, model ORDER BY purpose, model",
+            &[],
+        )?;
+        rows.iter()
+            .map(|r| {
+                let n =
+                    |i: usize| -> Result<u64, StoreError> { Ok(r.try_get::<_, i64>(i)? as u64) };
+                Ok(LlmUsage {
+                    purpose: r.try_get(0)?,
+                    model: r.try_get(1)?,
+                    calls: n(2)?,
+                    prompt_tokens: n(3)?,
+                    completion_tokens: n(4)?,
+                    counted_locally: n(5)?,
+                    latency_ms: n(6)?,
+                    prompt_o200k: n(7)?,
+                    completion_o200k: n(8)?,
+                    o200k_calls: n(9)?,
+                })
+            })
+            .collect()
+    }
+
+    fn encoder_state(
+        &self,
+        scope: &Scope,
+        conversation: &str,
+    ) -> Result<Option<serde_json::Value>, StoreError> {
+        conversation_state(
+            &mut *self.client.borrow_mut(),
+            "encoder_states",
+            scope,
+            conversation,
+        )
+    }
+
+    fn stats(&self) -> Result<StoreStats, StoreError> {
+        let mut client = self.client.borrow_mut();
+        let mut count = |sql: &str| -> Result<u64, StoreError> {
+            Ok(client.query_one(sql, &[])?.try_get::<_, i64>(0)? as u64)
+        };
+        let users = count("SELECT COUNT(DISTINCT user_id) FROM turns")?;
+        let conversations = count(
+            "SELECT COUNT(*) FROM (SELECT DISTINCT user_id, agent_id, run_id, conversation \
+             FROM turns) c",
+        )?;
+        let turns = count("SELECT COUNT(*) FROM turns")?;
+        let segments = count("SELECT COUNT(*) FROM segments")?;
+        let segmented_turns = count("SELECT COUNT(*) FROM segment_turns")?;
+        let embeddings = count("SELECT COUNT(*) FROM embeddings")?;
+        let cards = count("SELECT COUNT(*) FROM cards")?;
+        let segments_pending =
+            count("SELECT COUNT(*) FROM consolidation WHERE status = 'pending'")?;
+        let segments_failed = count("SELECT COUNT(*) FROM consolidation WHERE status = 'failed'")?;
+        let bytes = count("SELECT pg_database_size(current_database())")?;
+        let mut open_segment_turns = 0u64;
+        for r in client.query("SELECT state FROM open_segments", &[])? {
+            let state: OpenSegment = serde_json::from_value(r.try_get(0)?)
+                .map_err(|e| StoreError::Corrupt(format!("open segment state: {e}")))?;
+            open_segment_turns += state.turn_ids().len() as u64;
+        }
+        let mut embedded_chunks = 0u64;
+        for r in client.query("SELECT chunks FROM embeddings", &[])? {
+            embedded_chunks += codec::decode(r.try_get(0)?)?.len() as u64;
+        }
+        Ok(StoreStats {
+            users,
+            conversations,
+            turns,
+            segments,
+            segmented_turns,
+            open_segment_turns,
+            embeddings,
+            embedded_chunks,
+            cards,
+            segments_pending,
+            segments_failed,
+            bytes,
+        })
+    }
+
+    fn list_turn_ids(
+        &self,
+        filter: &ScopeFilter,
+        offset: u64,
+        limit: u64,
+        current_only: bool,
+    ) -> Result<(Vec<TurnId>, u64), StoreError> {
+        let (mut clause, args) = filter_clause("", filter, 1);
+        if current_only {
+            clause.push_str(" AND id NOT IN (SELECT turn_id FROM superseded)");
+        }
+        let args = params(&args);
+        let mut client = self.client.borrow_mut();
+        let total: i64 = client
+            .query_one(&format!("SELECT COUNT(*) FROM turns WHERE {clause}"), &args)?
+            .get(0);
+        let rows = client.query(
+            &format!(
+                "SELECT id FROM turns WHERE {clause} ORDER BY seq LIMIT {} OFFSET {}",
+                limit.min(i64::MAX as u64),
+                offset.min(i64::MAX as u64)
+            ),
+            &args,
+        )?;
+        Ok((
+            rows.iter().map(|r| TurnId(r.get(0))).collect(),
+            total as u64,
+        ))
+    }
+
+    fn users(&self) -> Result<Vec<String>, StoreError> {
+        let rows = self
+            .client
+            .borrow_mut()
+            .query("SELECT DISTINCT user_id FROM turns ORDER BY user_id", &[])?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
+
+    fn add_api_key(&mut self, key: &ApiKeyRecord) -> Result<(), StoreError> {
+        self.client.borrow_mut().execute(
+            "INSERT INTO api_keys (id, key_hash, user_id, admin, created) \
+             VALUES ($1, $2, $3, $4, $5)",
+            &[
+                &key.id,
+                &key.key_hash,
+                &key.user_id,
+                &key.admin,
+                &key.created,
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn api_keys(&self) -> Result<Vec<ApiKeyRecord>, StoreError> {
+        let rows = self.client.borrow_mut().query(
+            "SELECT id, key_hash, user_id, admin, created FROM api_keys ORDER BY created",
+            &[],
+        )?;
+        rows.iter()
+            .map(|r| {
+                Ok(ApiKeyRecord {
+                    id: r.try_get(0)?,
+                    key_hash: r.try_get(1)?,
+                    user_id: r.try_get(2)?,
+                    admin: r.try_get(3)?,
+                    created: r.try_get::<_, DateTime<Utc>>(4)?,
+                })
+            })
+            .collect()
+    }
+
+    fn check_integrity(&self) -> Result<(), StoreError> {
+        let dangling: i64 = self
+            .client
+            .borrow_mut()
+            .query_one(
+                "SELECT COUNT(*) FROM segment_turns st LEFT JOIN turns t ON t.id = st.turn_id \
+                 WHERE t.id IS NULL",
+                &[],
+            )?
+            .get(0);
+        if dangling > 0 {
+            return Err(StoreError::Integrity(format!(
+                "{dangling} segment links point at missing turns"
+            )));
+        }
+        let empty: i64 = self
+            .client
+            .borrow_mut()
+            .query_one(
+                "SELECT COUNT(*) FROM segments s WHERE NOT EXISTS \
+                 (SELECT 1 FROM segment_turns st WHERE st.segment_id = s.id)",
+                &[],
+            )?
+            .get(0);
+        if empty > 0 {
+            return Err(StoreError::Integrity(format!(
+                "{empty} segments have no turns"
+            )));
+        }
+        let stats = self.stats()?;
+        if stats.turns != stats.segmented_turns + stats.open_segment_turns {
+            return Err(StoreError::Integrity(format!(
+                "{} turns, but {} in closed segments and {} in open ones",
+                stats.turns, stats.segmented_turns, stats.open_segment_turns
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The JSON `state` of a per-conversation table (`open_segments`, `encoder_states`).
+fn conversation_state(
+    client: &mut impl GenericClient,
+    table: &str,
+    scope: &Scope,
+    conversation: &str,
+) -> Result<Option<serde_json::Value>, StoreError> {
+    Ok(client
+        .query_opt(
+            &format!(
+                "SELECT state FROM {table} WHERE user_id = $1 AND agent_id = $2 \
+                 AND run_id = $3 AND conversation = $4"
+            ),
+            &[
+                &scope.user_id,
+                &scope.agent_id.as_deref().unwrap_or(""),
+                &scope.run_id.as_deref().unwrap_or(""),
+                &conversation,
+            ],
+        )?
+        .map(|r| r.get(0)))
+}

@@ -1,0 +1,106 @@
+//! Throwaway PostgreSQL databases for tests (feature `scratch`): each [`ScratchDatabase`] is a
+//! fresh, migrated database on the test server, dropped with the value. The server is
+//! `ARIL_TEST_PG_URL` (any database URL on it; the scratch databases are created beside it) or,
+//! when that is unset, the project's local server, started with `scripts/postgres start`.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use postgres::{Client, NoTls};
+
+use crate::{PgStore, StoreError};
+
+/// A database that exists while this value does.
+pub struct ScratchDatabase {
+    admin: String,
+    name: String,
+    url: String,
+}
+
+/// The test server's URL: the environment's, or the one the project script starts.
+pub fn server_url() -> Result<String, StoreError> {
+    if let Ok(url) = std::env::var("ARIL_TEST_PG_URL") {
+        return Ok(url);
+    }
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/postgres");
+    let out = std::process::Command::new("bash")
+        .args([script, "start"])
+        .output()
+        .map_err(|e| StoreError::Migration(format!("cannot run {script}: {e}")))?;
+    if !out.status.success() {
+        return Err(StoreError::Migration(format!(
+            "{script} start failed (set ARIL_TEST_PG_URL to use another server): {}",
+            String::from_utf8_lossy(&out.stderr)
+        )));
+    }
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .last()
+        .map(str::to_string)
+        .ok_or_else(|| StoreError::Migration(format!("{script} printed no URL")))
+}
+
+/// `url` with its database name replaced by `db`.
+fn with_database(url: &str, db: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, format!("?{q}")),
+        None => (url, String::new()),
+    };
+    let host_end = base.find("://").map(|i| i + 3).unwrap_or(0);
+    let base = match base[host_end..].find('/') {
+        Some(slash) => &base[..host_end + slash],
+        None => base,
+    };
+    format!("{base}/{db}{query}")
+}
+
+impl ScratchDatabase {
+    /// Creates and migrates a new database on the test server.
+    pub fn new() -> Result<Self, StoreError> {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let admin = with_database(&server_url()?, "postgres");
+        let name = format!(
+            "aril_scratch_{}_{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::SeqCst)
+        );
+        let mut client = Client::connect(&admin, NoTls).map_err(|source| StoreError::Connect {
+            url: crate::redact_url(&admin),
+            source,
+        })?;
+        client.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))?;
+        client.batch_execute(&format!("CREATE DATABASE {name}"))?;
+        let url = with_database(&admin, &name);
+        PgStore::migrate(&url)?;
+        Ok(Self { admin, name, url })
+    }
+
+    /// The database's URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+}
+
+impl Drop for ScratchDatabase {
+    fn drop(&mut self) {
+        if let Ok(mut client) = Client::connect(&self.admin, NoTls) {
+            let _ = client.batch_execute(&format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                self.name
+            ));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_database;
+
+    #[test]
+    fn the_database_name_is_swapped_and_the_rest_kept() {
+        assert_eq!(
+            with_database("postgres://u:p@h:5432/aril?sslmode=disable", "x"),
+            "postgres://u:p@h:5432/x?sslmode=disable"
+        );
+        assert_eq!(with_database("postgres://u@h", "x"), "postgres://u@h/x");
+    }
+}
