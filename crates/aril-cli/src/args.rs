@@ -18,6 +18,11 @@ pub struct Cli {
         default_value = "aril-data"
     )]
     pub data_dir: PathBuf,
+    /// Where the memory lives: a directory (the same as --data-dir), or a PostgreSQL database
+    /// (`postgres://USER@HOST:PORT/DB`, pgvector installed; see docs/postgres.md), which several
+    /// aril processes may share. With PostgreSQL, --data-dir keeps only derived indexes.
+    #[arg(long, global = true, env = "ARIL_STORE")]
+    pub store: Option<String>,
     /// Configuration file (TOML); see docs/configuration.md.
     #[arg(long, global = true, env = "ARIL_CONFIG")]
     pub config: Option<PathBuf>,
@@ -39,7 +44,7 @@ pub enum Command {
     Search(SearchCmd),
     /// List the closed segments of a scope.
     Segments(SegmentsCmd),
-    /// The user profile of a scope: its current preference cards, newest first.
+    /// The user profile of a scope: its current preference cards and stable traits, newest first.
     Profile(SegmentsCmd),
     /// Counts of the data directory.
     Stats(StatsCmd),
@@ -49,6 +54,9 @@ pub enum Command {
     Reindex,
     /// Check the store's integrity.
     Check,
+    /// Bring the store's schema up to this aril's (PostgreSQL: run once before serving; the
+    /// embedded store upgrades itself whenever it is opened).
+    Migrate,
     /// Ingest a sample conversation, show its segments and answer questions from it.
     Demo(DemoCmd),
     /// Measure retrieval on a benchmark file with one strategy (see docs/benchmarks.md).

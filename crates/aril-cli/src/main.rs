@@ -17,7 +17,7 @@ mod serve;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use aril_engine::{Config, Engine};
+use aril_engine::{Config, Engine, StoreAt};
 use clap::Parser;
 
 use args::{Cli, Command};
@@ -52,13 +52,29 @@ fn load_config(cli: &Cli) -> anyhow::Result<Config> {
     Ok(config)
 }
 
+/// The data directory and where the store lives, from `--store` and `--data-dir`.
+fn store_at(cli: &Cli) -> (std::path::PathBuf, StoreAt) {
+    match cli.store.as_deref() {
+        None => (cli.data_dir.clone(), StoreAt::Embedded),
+        Some(s) => match StoreAt::postgres(s) {
+            Some(pg) => (cli.data_dir.clone(), pg),
+            None => (s.into(), StoreAt::Embedded),
+        },
+    }
+}
+
 fn open(cli: &Cli) -> anyhow::Result<Engine> {
     let config = load_config(cli)?;
-    let engine = match models::remote_embedder(&config.llm)? {
-        Some(remote) => Engine::open_with_embedder(&cli.data_dir, config, remote),
-        None => Engine::open(&cli.data_dir, config),
-    };
-    engine.with_context(|| format!("opening data directory {}", cli.data_dir.display()))
+    let (dir, at) = store_at(cli);
+    let remote = models::remote_embedder(&config.llm)?;
+    Engine::open_at(&dir, &at, config, remote).with_context(|| match &at {
+        StoreAt::Embedded => format!("opening data directory {}", dir.display()),
+        pg => format!(
+            "opening the store {} (data directory {})",
+            pg.describe(),
+            dir.display()
+        ),
+    })
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
@@ -90,7 +106,24 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Check => {
             let engine = open(&cli)?;
             engine.check_integrity()?;
-            println!("ok: {} passes its integrity check", cli.data_dir.display());
+            println!(
+                "ok: {} passes its integrity check",
+                engine.store_at().describe()
+            );
+            Ok(())
+        }
+        Command::Migrate => {
+            let (dir, at) = store_at(&cli);
+            let version = match &at {
+                StoreAt::Embedded => {
+                    open(&cli)?;
+                    aril_engine::EMBEDDED_SCHEMA_VERSION
+                }
+                pg => pg
+                    .migrate(&dir)
+                    .with_context(|| format!("migrating {}", pg.describe()))?,
+            };
+            println!("{} is at schema version {version}", at.describe());
             Ok(())
         }
         Command::Demo(cmd) => demo::run(&cli, load_config(&cli)?, cmd),

@@ -102,6 +102,7 @@ pub fn stats(engine: &Engine, cmd: &StatsCmd) -> anyhow::Result<()> {
     }
     let s = &stats.store;
     println!("data directory      {}", stats.data_dir);
+    println!("store               {}", stats.backend);
     println!("users               {}", s.users);
     println!("conversations       {}", s.conversations);
     println!("turns               {}", s.turns);

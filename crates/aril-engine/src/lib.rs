@@ -5,7 +5,9 @@
 //! Data directory layout:
 //! - `aril.lock`: held by the one process that owns the directory;
 //! - `store.sqlite` (+ `-wal`, `-shm`): the ground state and the embedding cache;
-//! - `lexical/`: the tantivy BM25 index, derived, rebuildable with [`Engine::reindex`].
+//! - `lexical/`: the tantivy BM25 index, derived, rebuildable with [`Engine::reindex`];
+//! - `store.at`: which store the derived index was built from (`embedded`, or a PostgreSQL URL
+//!   without its password, when the ground state lives in PostgreSQL: [`StoreAt`]).
 
 mod ask;
 mod card_index;
@@ -28,7 +30,7 @@ use std::sync::Arc;
 use aril_embed::{Embedder, MiniLm};
 use aril_index::{LexicalIndex, VectorIndex};
 use aril_segment::Segmenter;
-use aril_store::{SqliteStore, Store, StoreStats};
+use aril_store::{PgStore, SqliteStore, Store, StoreStats};
 use serde::Serialize;
 
 pub use aril_cards::EncodeConfig;
@@ -41,7 +43,10 @@ pub use aril_embed as embed;
 pub use aril_llm as llm;
 pub use aril_plan::{Plan, PlanPath, TimeWindow, Want};
 pub use aril_segment::SegmenterConfig;
-pub use aril_store::{ApiKeyRecord, DeleteReport, StoreError, UnitKind};
+pub use aril_store::{
+    ApiKeyRecord, DeleteReport, PG_SCHEMA_VERSION, SCHEMA_VERSION as EMBEDDED_SCHEMA_VERSION,
+    StoreError, UnitKind,
+};
 pub use ask::{AskRequest, AskResponse, ContextItem, Profile, Recalled};
 pub use card_memory::CardMemory;
 pub use config::{Config, RecallConfig, SegmentUse, SegmentVectors};
@@ -60,10 +65,51 @@ pub use search::{SearchHit, SearchRequest, SearchResponse, SourceRef};
 /// Where the lexical index lives inside a data directory.
 const LEXICAL_DIR: &str = "lexical";
 const STORE_FILE: &str = "store.sqlite";
+/// Names the store the data directory's derived indexes were built from.
+const STORE_MARK: &str = "store.at";
+
+/// Where the ground state lives: the data directory's SQLite file, or a PostgreSQL database that
+/// several aril processes may share.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreAt {
+    Embedded,
+    /// A `postgres://` (or `postgresql://`) URL.
+    Postgres(String),
+}
+
+impl StoreAt {
+    /// `Postgres` for a `postgres://` or `postgresql://` URL, else `None`.
+    pub fn postgres(url: &str) -> Option<Self> {
+        (url.starts_with("postgres://") || url.starts_with("postgresql://"))
+            .then(|| StoreAt::Postgres(url.to_string()))
+    }
+
+    /// How the store is shown: `embedded`, or the URL without its password.
+    pub fn describe(&self) -> String {
+        match self {
+            StoreAt::Embedded => "embedded".into(),
+            StoreAt::Postgres(url) => aril_store::redact_url(url),
+        }
+    }
+
+    /// Brings the store's schema up to this build's; returns the version it is at. The
+    /// embedded store upgrades itself whenever it is opened.
+    pub fn migrate(&self, dir: &Path) -> Result<i64, EngineError> {
+        match self {
+            StoreAt::Embedded => {
+                let path = dir.join(STORE_FILE);
+                SqliteStore::open(&path)?;
+                Ok(aril_store::SCHEMA_VERSION)
+            }
+            StoreAt::Postgres(url) => Ok(PgStore::migrate(url)?),
+        }
+    }
+}
 
 /// An open data directory. One process at a time owns a directory.
 pub struct Engine {
     dir: PathBuf,
+    at: StoreAt,
     config: Config,
     store: Box<dyn Store>,
     lexical: LexicalIndex,
@@ -81,6 +127,8 @@ pub struct Engine {
 #[derive(Debug, Clone, Serialize)]
 pub struct Stats {
     pub data_dir: String,
+    /// `embedded`, or the PostgreSQL URL (without its password).
+    pub backend: String,
     #[serde(flatten)]
     pub store: StoreStats,
     pub lexical_units: u64,
@@ -107,7 +155,7 @@ impl Engine {
     /// Opens (creating if needed) a data directory. The embedding model is loaded on first use
     /// from `config.model_dir` (default: [`aril_embed::default_model_dir`]).
     pub fn open(dir: &Path, config: Config) -> Result<Self, EngineError> {
-        Self::open_inner(dir, config, None)
+        Self::open_inner(dir, &StoreAt::Embedded, config, None)
     }
 
     /// Opens a data directory with an embedder already loaded (shared between engines).
@@ -116,11 +164,24 @@ impl Engine {
         config: Config,
         embedder: Arc<dyn Embedder>,
     ) -> Result<Self, EngineError> {
-        Self::open_inner(dir, config, Some(embedder))
+        Self::open_inner(dir, &StoreAt::Embedded, config, Some(embedder))
+    }
+
+    /// Opens the store at `store` with `dir` as the data directory for what is derived from it
+    /// (the lexical index) and for the process lock; `embedder` as in
+    /// [`Engine::open_with_embedder`], or loaded on first use.
+    pub fn open_at(
+        dir: &Path,
+        store: &StoreAt,
+        config: Config,
+        embedder: Option<Arc<dyn Embedder>>,
+    ) -> Result<Self, EngineError> {
+        Self::open_inner(dir, store, config, embedder)
     }
 
     fn open_inner(
         dir: &Path,
+        at: &StoreAt,
         config: Config,
         embedder: Option<Arc<dyn Embedder>>,
     ) -> Result<Self, EngineError> {
@@ -130,13 +191,31 @@ impl Engine {
             source: e,
         })?;
         let lock = lock::DirLock::acquire(dir)?;
-        let store = SqliteStore::open(&dir.join(STORE_FILE))?;
-        let lexical = LexicalIndex::open(&dir.join(LEXICAL_DIR))?;
+        let store: Box<dyn Store> = match at {
+            StoreAt::Embedded => Box::new(SqliteStore::open(&dir.join(STORE_FILE))?),
+            StoreAt::Postgres(url) => Box::new(PgStore::open(url)?),
+        };
+        let mut lexical = LexicalIndex::open(&dir.join(LEXICAL_DIR))?;
+        // The lexical index is derived from one store: pointed at another, it starts over.
+        let mark = dir.join(STORE_MARK);
+        let this = at.describe();
+        let before = std::fs::read_to_string(&mark).ok();
+        if before.as_deref().map(str::trim) != Some(this.as_str()) {
+            if before.is_some() || !matches!(at, StoreAt::Embedded) {
+                tracing::info!(store = %this, "a new store for this data directory: rebuilding its lexical index");
+                lexical.clear()?;
+            }
+            std::fs::write(&mark, format!("{this}\n")).map_err(|e| EngineError::Io {
+                what: format!("writing {}", mark.display()),
+                source: e,
+            })?;
+        }
         let mut engine = Self {
             dir: dir.to_path_buf(),
+            at: at.clone(),
             segmenter: Segmenter::new(config.segmenter.clone()),
             config,
-            store: Box::new(store),
+            store,
             lexical,
             vectors: VectorIndex::default(),
             embedder,
@@ -150,6 +229,11 @@ impl Engine {
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Where the ground state lives.
+    pub fn store_at(&self) -> &StoreAt {
+        &self.at
     }
 
     pub fn config(&self) -> &Config {
@@ -227,6 +311,7 @@ impl Engine {
         };
         Ok(Stats {
             data_dir: self.dir.display().to_string(),
+            backend: self.at.describe(),
             lexical_units: self.lexical.len(),
             turns_per_segment,
             llm: self.store.llm_usage()?,

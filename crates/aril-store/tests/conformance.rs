@@ -630,7 +630,10 @@ fn appended_cards_supersede_and_deleted_cards_leave_their_turns(place: &Place) {
     let current = store.cards(&ScopeFilter::user("u"), true).unwrap();
     assert_eq!(current, vec![edit.clone()], "the edit holds now");
     assert_eq!(
-        store.card_vectors("m", &[edit.id.clone()]).unwrap().len(),
+        store
+            .card_vectors("m", std::slice::from_ref(&edit.id))
+            .unwrap()
+            .len(),
         1
     );
     let removed = store
