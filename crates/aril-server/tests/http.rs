@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use aril_engine::{Config, Engine};
+use aril_engine::{Config, Engine, StoreAt};
 use aril_server::AppState;
 use reqwest::{Client, StatusCode};
 use serde_json::{Value, json};
@@ -34,12 +34,29 @@ impl Server {
     /// A server whose state goes through `prepare` first (to add an encoder or start a
     /// background worker).
     async fn start_full(config: Config, prepare: impl FnOnce(AppState) -> AppState) -> Self {
+        Self::start_at(&StoreAt::Embedded, config, prepare).await
+    }
+
+    /// A server over the store at `at` (its data directory a fresh temporary one).
+    async fn start_at(
+        at: &StoreAt,
+        config: Config,
+        prepare: impl FnOnce(AppState) -> AppState,
+    ) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let mut engine = Engine::open(dir.path(), config).unwrap();
-        let user_key = engine.create_api_key(Some("alice")).unwrap();
-        let bob_key = engine.create_api_key(Some("bob")).unwrap();
-        let admin_key = engine.create_api_key(None).unwrap();
-        let state = prepare(AppState::new(engine, true).unwrap());
+        // Opening is blocking (a PostgreSQL store must not block inside the async runtime).
+        let (path, at) = (dir.path().to_path_buf(), at.clone());
+        let (engine, user_key, bob_key, admin_key) = std::thread::spawn(move || {
+            let mut engine = Engine::open_at(&path, &at, config, None).unwrap();
+            let user_key = engine.create_api_key(Some("alice")).unwrap();
+            let bob_key = engine.create_api_key(Some("bob")).unwrap();
+            let admin_key = engine.create_api_key(None).unwrap();
+            let state = AppState::new(engine, true).unwrap();
+            (state, user_key, bob_key, admin_key)
+        })
+        .join()
+        .unwrap();
+        let state = prepare(engine);
         let (stop, stopped) = oneshot::channel::<()>();
         let (ready_tx, ready_rx) = oneshot::channel::<SocketAddr>();
         let done = tokio::spawn(async move {
@@ -817,4 +834,48 @@ async fn mem0_add_with_an_encoder_answers_with_cards_whose_ids_serve_get_update_
     assert_eq!(st, StatusCode::OK, "{all}");
     assert_eq!(all["count"], 8, "the eight turns stay: {all}");
     s.stop().await;
+}
+
+#[tokio::test]
+async fn a_server_on_postgres_keeps_its_memory_in_the_database_and_stops_cleanly() {
+    let db = aril_store::scratch::ScratchDatabase::new().unwrap_or_else(|e| panic!("{e}"));
+    let at = StoreAt::Postgres(db.url().to_string());
+    let s = Server::start_at(&at, Config::default(), |state| state).await;
+    let (st, added) = s
+        .call(
+            "POST",
+            "/v1/turns",
+            &s.user_key,
+            Some(json!({"turns": [{"text": "My bike is in the garage.", "role": "user"}], "flush": true})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{added}");
+    let (st, stats) = s.call("GET", "/v1/stats", &s.admin_key, None).await;
+    assert_eq!(st, StatusCode::OK, "{stats}");
+    assert_eq!(stats["turns"], 1);
+    assert!(
+        stats["backend"]
+            .as_str()
+            .unwrap()
+            .starts_with("postgres://"),
+        "{stats}"
+    );
+    // Stopping drops the engine inside the runtime: the PostgreSQL client must not panic there.
+    s.stop().await;
+    // A new server (another data directory) over the same database finds the turn.
+    let again = Server::start_at(&at, Config::default(), |state| state).await;
+    let (st, found) = again
+        .call(
+            "POST",
+            "/v1/search",
+            &again.admin_key,
+            Some(json!({"user_id": "alice", "query": "where is the bike"})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{found}");
+    assert_eq!(
+        found["results"][0]["text"],
+        "User: My bike is in the garage."
+    );
+    again.stop().await;
 }

@@ -26,10 +26,14 @@ pub enum StoreError {
     Corrupt(String),
     #[error("database error: {0}")]
     Sql(#[from] rusqlite::Error),
-    #[error("could not connect to PostgreSQL at {url}: {source}")]
+    #[error(
+        "could not connect to PostgreSQL at {url}: {error} (is it running? `scripts/postgres start` \
+         runs a local one)"
+    )]
     Connect {
         url: String,
-        source: postgres::Error,
+        /// Not `source`: the message already carries it, and a chain would print it twice.
+        error: postgres::Error,
     },
     #[error("PostgreSQL error: {0}")]
     Postgres(#[from] postgres::Error),

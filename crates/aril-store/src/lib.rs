@@ -9,7 +9,7 @@ mod accounting;
 mod cards;
 mod codec;
 mod error;
-mod postgres;
+pub(crate) mod postgres;
 mod schema;
 #[cfg(feature = "scratch")]
 pub mod scratch;

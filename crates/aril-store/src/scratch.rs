@@ -54,8 +54,17 @@ fn with_database(url: &str, db: &str) -> String {
 }
 
 impl ScratchDatabase {
-    /// Creates and migrates a new database on the test server.
+    /// Creates and migrates a new database on the test server. Works from any thread, async
+    /// contexts included.
     pub fn new() -> Result<Self, StoreError> {
+        std::thread::scope(|s| {
+            s.spawn(Self::create)
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        })
+    }
+
+    fn create() -> Result<Self, StoreError> {
         static NEXT: AtomicU32 = AtomicU32::new(0);
         let admin = with_database(&server_url()?, "postgres");
         let name = format!(
@@ -63,10 +72,7 @@ impl ScratchDatabase {
             std::process::id(),
             NEXT.fetch_add(1, Ordering::SeqCst)
         );
-        let mut client = Client::connect(&admin, NoTls).map_err(|source| StoreError::Connect {
-            url: crate::redact_url(&admin),
-            source,
-        })?;
+        let mut client = crate::postgres::connect(&admin)?;
         client.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))?;
         client.batch_execute(&format!("CREATE DATABASE {name}"))?;
         let url = with_database(&admin, &name);
@@ -81,13 +87,17 @@ impl ScratchDatabase {
 }
 
 impl Drop for ScratchDatabase {
+    /// Drops the database on a thread of its own (the sync client cannot block inside an async
+    /// context, where a test may drop this).
     fn drop(&mut self) {
-        if let Ok(mut client) = Client::connect(&self.admin, NoTls) {
-            let _ = client.batch_execute(&format!(
-                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-                self.name
-            ));
-        }
+        let (admin, name) = (self.admin.clone(), self.name.clone());
+        let _ = std::thread::spawn(move || {
+            if let Ok(mut client) = Client::connect(&admin, NoTls) {
+                let _ =
+                    client.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
+            }
+        })
+        .join();
     }
 }
 

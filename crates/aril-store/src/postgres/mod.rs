@@ -43,8 +43,8 @@ macro_rules! texts {
 /// The PostgreSQL implementation of [`Store`].
 pub struct PgStore {
     /// One connection; the trait's readers take `&self`, and a store is used by one thread at a
-    /// time (`Store: Send`, not `Sync`).
-    client: RefCell<Client>,
+    /// time (`Store: Send`, not `Sync`). `None` only while being dropped.
+    client: RefCell<Option<Client>>,
     /// The URL without its password, for messages.
     shown: String,
 }
@@ -65,10 +65,18 @@ pub fn redact(url: &str) -> String {
     }
 }
 
-fn connect(url: &str) -> Result<Client, StoreError> {
-    Client::connect(url, NoTls).map_err(|source| StoreError::Connect {
+/// Connects on a thread of its own: the sync client blocks on its own runtime, which panics when
+/// the caller is inside an async context (queries then belong on a blocking thread, as every
+/// engine call does).
+pub(crate) fn connect(url: &str) -> Result<Client, StoreError> {
+    std::thread::scope(|s| {
+        s.spawn(|| Client::connect(url, NoTls))
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    })
+    .map_err(|error| StoreError::Connect {
         url: redact(url),
-        source,
+        error,
     })
 }
 
@@ -78,7 +86,7 @@ impl PgStore {
         let mut client = connect(url)?;
         migrate::check(&mut client, &redact(url))?;
         Ok(Self {
-            client: RefCell::new(client),
+            client: RefCell::new(Some(client)),
             shown: redact(url),
         })
     }
@@ -90,6 +98,14 @@ impl PgStore {
         migrate::apply(&mut client, &redact(url))
     }
 
+    /// The connection.
+    fn conn(&self) -> std::cell::RefMut<'_, Client> {
+        std::cell::RefMut::map(self.client.borrow_mut(), |c| {
+            c.as_mut()
+                .expect("the connection is only taken when the store is dropped")
+        })
+    }
+
     /// The URL this store is connected to, without a password.
     pub fn url(&self) -> &str {
         &self.shown
@@ -98,7 +114,7 @@ impl PgStore {
     /// Vacuums tables after a deletion, so deleted rows leave their pages (outside any
     /// transaction, as VACUUM requires).
     fn vacuum(&self, tables: &[&str]) -> Result<(), StoreError> {
-        let mut client = self.client.borrow_mut();
+        let mut client = self.conn();
         for t in tables {
             client.batch_execute(&format!("VACUUM {t}"))?;
         }
@@ -110,8 +126,18 @@ impl PgStore {
         clause: &str,
         args: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<Segment>, StoreError> {
-        let mut client = self.client.borrow_mut();
+        let mut client = self.conn();
         segments_where(&mut *client, clause, args)
+    }
+}
+
+impl Drop for PgStore {
+    /// The sync client closes its connection by blocking on its own runtime, which panics inside
+    /// an async context (a server dropping its engine): it is closed on a thread of its own.
+    fn drop(&mut self) {
+        if let Some(client) = self.client.get_mut().take() {
+            let _ = std::thread::spawn(move || drop(client)).join();
+        }
     }
 }
 
@@ -369,19 +395,13 @@ impl Store for PgStore {
     fn existing_turns(&self, ids: &[TurnId]) -> Result<HashSet<TurnId>, StoreError> {
         let keys = texts!(ids);
         let rows = self
-            .client
-            .borrow_mut()
+            .conn()
             .query("SELECT id FROM turns WHERE id = ANY($1)", &[&keys])?;
         Ok(rows.iter().map(|r| TurnId(r.get(0))).collect())
     }
 
     fn open_segment(&self, scope: &Scope, conversation: &str) -> Result<OpenSegment, StoreError> {
-        let state = conversation_state(
-            &mut *self.client.borrow_mut(),
-            "open_segments",
-            scope,
-            conversation,
-        )?;
+        let state = conversation_state(&mut *self.conn(), "open_segments", scope, conversation)?;
         match state {
             None => Ok(OpenSegment::default()),
             Some(v) => serde_json::from_value(v)
@@ -390,7 +410,7 @@ impl Store for PgStore {
     }
 
     fn commit(&mut self, batch: WriteBatch) -> Result<CommitReport, StoreError> {
-        let mut client = self.client.borrow_mut();
+        let mut client = self.conn();
         let mut tx = client.transaction()?;
         let report = write_batch(&mut tx, &batch)?;
         tx.commit()?;
@@ -399,7 +419,7 @@ impl Store for PgStore {
 
     fn turns(&self, ids: &[TurnId]) -> Result<Vec<Turn>, StoreError> {
         let keys = texts!(ids);
-        let rows = self.client.borrow_mut().query(
+        let rows = self.conn().query(
             "SELECT id, seq, user_id, agent_id, run_id, conversation, session, role, speaker, \
              text, event_time, ingest_time, source_id FROM turns WHERE id = ANY($1)",
             &[&keys],
@@ -429,7 +449,7 @@ impl Store for PgStore {
         model: &str,
         hashes: &[String],
     ) -> Result<HashMap<String, Embedding>, StoreError> {
-        let rows = self.client.borrow_mut().query(
+        let rows = self.conn().query(
             "SELECT text_hash, pieces, chunks FROM embeddings \
              WHERE model = $1 AND text_hash = ANY($2)",
             &[&model, &hashes],
@@ -452,7 +472,7 @@ impl Store for PgStore {
 
     fn unit_vectors(&self, model: &str, user_id: &str) -> Result<Vec<UnitVectors>, StoreError> {
         let mut out = Vec::new();
-        let mut client = self.client.borrow_mut();
+        let mut client = self.conn();
         for (kind, table) in [(UnitKind::Turn, "turns"), (UnitKind::Segment, "segments")] {
             let rows = client.query(
                 &format!(
@@ -476,7 +496,7 @@ impl Store for PgStore {
 
     fn units_after(&self, turn_seq: i64, segment_seq: i64) -> Result<Vec<UnitText>, StoreError> {
         let mut out = Vec::new();
-        let rows = self.client.borrow_mut().query(
+        let rows = self.conn().query(
             "SELECT id, user_id, agent_id, run_id, role, speaker, text, seq FROM turns \
              WHERE seq > $1 ORDER BY seq",
             &[&turn_seq],
@@ -495,8 +515,7 @@ impl Store for PgStore {
             });
         }
         let segs: Vec<(String, i64)> = self
-            .client
-            .borrow_mut()
+            .conn()
             .query(
                 "SELECT id, seq FROM segments WHERE seq > $1 ORDER BY seq",
                 &[&segment_seq],
@@ -524,7 +543,7 @@ impl Store for PgStore {
         let (clause, args) = filter_clause("", filter, 1);
         let args = params(&args);
         let report = {
-            let mut client = self.client.borrow_mut();
+            let mut client = self.conn();
             let mut tx = client.transaction()?;
             let turns: i64 = tx
                 .query_one(&format!("SELECT COUNT(*) FROM turns WHERE {clause}"), &args)?
@@ -561,7 +580,7 @@ impl Store for PgStore {
         let turn_ids = texts!(&deletion.turns);
         let segment_ids = texts!(&deletion.segments);
         let report = {
-            let mut client = self.client.borrow_mut();
+            let mut client = self.conn();
             let mut tx = client.transaction()?;
             let mut hashes: Vec<String> = Vec::new();
             for (table, ids) in [("segments", &segment_ids), ("turns", &turn_ids)] {
@@ -609,7 +628,7 @@ impl Store for PgStore {
     }
 
     fn memory_versions(&self, memory: &TurnId) -> Result<Vec<TurnId>, StoreError> {
-        let mut client = self.client.borrow_mut();
+        let mut client = self.conn();
         let r = client.query_one(
             "SELECT EXISTS (SELECT 1 FROM turns WHERE id = $1), \
              EXISTS (SELECT 1 FROM revisions WHERE turn_id = $1)",
@@ -631,7 +650,7 @@ impl Store for PgStore {
 
     fn memory_ids(&self, turns: &[TurnId]) -> Result<HashMap<TurnId, TurnId>, StoreError> {
         let keys = texts!(turns);
-        let rows = self.client.borrow_mut().query(
+        let rows = self.conn().query(
             "SELECT turn_id, memory_id FROM revisions WHERE turn_id = ANY($1)",
             &[&keys],
         )?;
@@ -642,7 +661,7 @@ impl Store for PgStore {
     }
 
     fn superseded(&self, user_id: &str) -> Result<HashSet<TurnId>, StoreError> {
-        let rows = self.client.borrow_mut().query(
+        let rows = self.conn().query(
             "SELECT s.turn_id FROM superseded s JOIN turns t ON t.id = s.turn_id \
              WHERE t.user_id = $1",
             &[&user_id],
@@ -655,11 +674,11 @@ impl Store for PgStore {
         limit: usize,
         retry_failed: bool,
     ) -> Result<Vec<SegmentId>, StoreError> {
-        cards::queued(&mut *self.client.borrow_mut(), limit, retry_failed)
+        cards::queued(&mut *self.conn(), limit, retry_failed)
     }
 
     fn commit_cards(&mut self, batch: CardBatch) -> Result<(), StoreError> {
-        let mut client = self.client.borrow_mut();
+        let mut client = self.conn();
         let mut tx = client.transaction()?;
         cards::commit(&mut tx, &batch)?;
         tx.commit()?;
@@ -667,7 +686,7 @@ impl Store for PgStore {
     }
 
     fn append_cards(&mut self, new: &[Card], vectors: &[CardVectors]) -> Result<(), StoreError> {
-        let mut client = self.client.borrow_mut();
+        let mut client = self.conn();
         let mut tx = client.transaction()?;
         cards::insert(&mut tx, new)?;
         cards::put_vectors(&mut tx, vectors)?;
@@ -676,7 +695,7 @@ impl Store for PgStore {
     }
 
     fn cards_superseding(&self, id: &CardId) -> Result<Vec<CardId>, StoreError> {
-        let rows = self.client.borrow_mut().query(
+        let rows = self.conn().query(
             "SELECT c.id FROM card_supersedes s JOIN cards c ON c.id = s.card_id \
              WHERE s.supersedes = $1 ORDER BY c.seq",
             &[&id.0],
@@ -687,8 +706,7 @@ impl Store for PgStore {
     fn delete_cards(&mut self, ids: &[CardId]) -> Result<u64, StoreError> {
         let keys = texts!(ids);
         let removed = self
-            .client
-            .borrow_mut()
+            .conn()
             .execute("DELETE FROM cards WHERE id = ANY($1)", &[&keys])?;
         self.vacuum(&[
             "cards",
@@ -702,7 +720,7 @@ impl Store for PgStore {
     }
 
     fn mark_failed(&mut self, segment: &SegmentId, reason: &str) -> Result<(), StoreError> {
-        self.client.borrow_mut().execute(
+        self.conn().execute(
             "UPDATE consolidation SET status = 'failed', reason = $2, attempts = attempts + 1 \
              WHERE segment_id = $1",
             &[&segment.0, &reason],
@@ -715,12 +733,12 @@ impl Store for PgStore {
         if current_only {
             clause.push_str(" AND c.id NOT IN (SELECT supersedes FROM card_supersedes)");
         }
-        cards::load(&mut *self.client.borrow_mut(), &clause, &params(&args))
+        cards::load(&mut *self.conn(), &clause, &params(&args))
     }
 
     fn cards_by_id(&self, ids: &[CardId]) -> Result<Vec<Card>, StoreError> {
         let keys = texts!(ids);
-        let found = cards::load(&mut *self.client.borrow_mut(), "c.id = ANY($1)", &[&keys])?;
+        let found = cards::load(&mut *self.conn(), "c.id = ANY($1)", &[&keys])?;
         let mut by_id: HashMap<CardId, Card> =
             found.into_iter().map(|c| (c.id.clone(), c)).collect();
         Ok(ids.iter().filter_map(|id| by_id.remove(id)).collect())
@@ -731,7 +749,7 @@ impl Store for PgStore {
         filter: &ScopeFilter,
         lookup: &CardLookup,
     ) -> Result<Vec<CardId>, StoreError> {
-        cards::lookup(&mut *self.client.borrow_mut(), filter, lookup)
+        cards::lookup(&mut *self.conn(), filter, lookup)
     }
 
     fn card_vectors(
@@ -740,7 +758,7 @@ impl Store for PgStore {
         ids: &[CardId],
     ) -> Result<HashMap<CardId, Vec<StoredChunk>>, StoreError> {
         let keys = texts!(ids);
-        let rows = self.client.borrow_mut().query(
+        let rows = self.conn().query(
             "SELECT card_id, chunks FROM card_vectors WHERE model = $1 AND card_id = ANY($2)",
             &[&model, &keys],
         )?;
@@ -750,7 +768,7 @@ impl Store for PgStore {
     }
 
     fn put_card_vectors(&mut self, vectors: &[CardVectors]) -> Result<(), StoreError> {
-        let mut client = self.client.borrow_mut();
+        let mut client = self.conn();
         let mut tx = client.transaction()?;
         cards::put_vectors(&mut tx, vectors)?;
         tx.commit()?;
@@ -758,7 +776,7 @@ impl Store for PgStore {
     }
 
     fn record_llm_calls(&mut self, calls: &[LlmCall]) -> Result<(), StoreError> {
-        let mut client = self.client.borrow_mut();
+        let mut client = self.conn();
         let mut tx = client.transaction()?;
         let row = tx.prepare(
             "INSERT INTO llm_calls (at, purpose, model, prompt_tokens, completion_tokens, \
@@ -787,7 +805,7 @@ impl Store for PgStore {
     }
 
     fn llm_usage(&self) -> Result<Vec<LlmUsage>, StoreError> {
-        let rows = self.client.borrow_mut().query(
+        let rows = self.conn().query(
             "SELECT purpose, model, COUNT(*), SUM(prompt_tokens)::BIGINT, \
              SUM(completion_tokens)::BIGINT, COUNT(*) FILTER (WHERE counted_locally), \
              SUM(latency_ms)::BIGINT, COALESCE(SUM(prompt_o200k), 0)::BIGINT, \
@@ -820,16 +838,11 @@ impl Store for PgStore {
         scope: &Scope,
         conversation: &str,
     ) -> Result<Option<serde_json::Value>, StoreError> {
-        conversation_state(
-            &mut *self.client.borrow_mut(),
-            "encoder_states",
-            scope,
-            conversation,
-        )
+        conversation_state(&mut *self.conn(), "encoder_states", scope, conversation)
     }
 
     fn stats(&self) -> Result<StoreStats, StoreError> {
-        let mut client = self.client.borrow_mut();
+        let mut client = self.conn();
         let mut count = |sql: &str| -> Result<u64, StoreError> {
             Ok(client.query_one(sql, &[])?.try_get::<_, i64>(0)? as u64)
         };
@@ -885,7 +898,7 @@ impl Store for PgStore {
             clause.push_str(" AND id NOT IN (SELECT turn_id FROM superseded)");
         }
         let args = params(&args);
-        let mut client = self.client.borrow_mut();
+        let mut client = self.conn();
         let total: i64 = client
             .query_one(&format!("SELECT COUNT(*) FROM turns WHERE {clause}"), &args)?
             .get(0);
@@ -905,14 +918,13 @@ impl Store for PgStore {
 
     fn users(&self) -> Result<Vec<String>, StoreError> {
         let rows = self
-            .client
-            .borrow_mut()
+            .conn()
             .query("SELECT DISTINCT user_id FROM turns ORDER BY user_id", &[])?;
         Ok(rows.iter().map(|r| r.get(0)).collect())
     }
 
     fn add_api_key(&mut self, key: &ApiKeyRecord) -> Result<(), StoreError> {
-        self.client.borrow_mut().execute(
+        self.conn().execute(
             "INSERT INTO api_keys (id, key_hash, user_id, admin, created) \
              VALUES ($1, $2, $3, $4, $5)",
             &[
@@ -927,7 +939,7 @@ impl Store for PgStore {
     }
 
     fn api_keys(&self) -> Result<Vec<ApiKeyRecord>, StoreError> {
-        let rows = self.client.borrow_mut().query(
+        let rows = self.conn().query(
             "SELECT id, key_hash, user_id, admin, created FROM api_keys ORDER BY created",
             &[],
         )?;
@@ -946,8 +958,7 @@ impl Store for PgStore {
 
     fn check_integrity(&self) -> Result<(), StoreError> {
         let dangling: i64 = self
-            .client
-            .borrow_mut()
+            .conn()
             .query_one(
                 "SELECT COUNT(*) FROM segment_turns st LEFT JOIN turns t ON t.id = st.turn_id \
                  WHERE t.id IS NULL",
@@ -960,8 +971,7 @@ impl Store for PgStore {
             )));
         }
         let empty: i64 = self
-            .client
-            .borrow_mut()
+            .conn()
             .query_one(
                 "SELECT COUNT(*) FROM segments s WHERE NOT EXISTS \
                  (SELECT 1 FROM segment_turns st WHERE st.segment_id = s.id)",
