@@ -1,5 +1,7 @@
-//! The engine end to end on a real embedder, SQLite and tantivy: idempotent ingest, scoped recall,
-//! deletion, restart with an open segment, one owner per directory, bad input.
+//! The engine end to end on a real embedder and tantivy, over each store backend (the embedded
+//! SQLite file and a scratch PostgreSQL database: the same test code): idempotent ingest, scoped
+//! recall, deletion, restart with an open segment, one owner per directory, bad input, memory
+//! versions.
 
 use std::sync::atomic::AtomicBool;
 
@@ -7,7 +9,7 @@ mod common;
 
 use aril_engine::{
     Config, Engine, EngineError, IngestOptions, IngestReport, NewTurn, Role, Scope, ScopeFilter,
-    SearchRequest, UnitKind,
+    SearchRequest, StoreAt, UnitKind,
 };
 use chrono::{TimeZone, Utc};
 use common::embedder;
@@ -15,6 +17,72 @@ use common::embedder;
 fn open(dir: &std::path::Path) -> Engine {
     Engine::open_with_embedder(dir, Config::default(), embedder()).unwrap()
 }
+
+/// Where a test's engine lives: a data directory, with its store in it or in a scratch
+/// PostgreSQL database. Opened again, it is the same memory.
+struct Place {
+    dir: tempfile::TempDir,
+    at: StoreAt,
+    _db: Option<aril_store::scratch::ScratchDatabase>,
+}
+
+impl Place {
+    fn sqlite() -> Self {
+        Place {
+            dir: tempfile::tempdir().unwrap(),
+            at: StoreAt::Embedded,
+            _db: None,
+        }
+    }
+
+    fn postgres() -> Self {
+        let db = aril_store::scratch::ScratchDatabase::new().unwrap_or_else(|e| panic!("{e}"));
+        Place {
+            dir: tempfile::tempdir().unwrap(),
+            at: StoreAt::Postgres(db.url().to_string()),
+            _db: Some(db),
+        }
+    }
+
+    fn open(&self) -> Engine {
+        Engine::open_at(
+            self.dir.path(),
+            &self.at,
+            Config::default(),
+            Some(embedder()),
+        )
+        .unwrap()
+    }
+
+    fn dir(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+}
+
+/// Runs each listed test once per backend (`sqlite::name`, `postgres::name`).
+macro_rules! conformance {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(#[test] fn $name() { super::$name(&super::Place::sqlite()) })*
+        }
+        mod postgres {
+            $(#[test] fn $name() { super::$name(&super::Place::postgres()) })*
+        }
+    };
+}
+
+conformance!(
+    reimporting_the_same_turns_adds_nothing,
+    recall_finds_the_relevant_turn_with_its_source_and_date,
+    budget_bounds_the_context,
+    nothing_crosses_scopes_and_delete_takes_only_its_scope,
+    the_open_segment_survives_a_restart,
+    a_second_engine_on_the_same_directory_is_refused,
+    invalid_input_changes_nothing,
+    a_lost_lexical_index_is_rebuilt_from_the_store,
+    an_update_is_a_new_version_that_recall_prefers_and_history_keeps,
+    deleting_a_memory_removes_every_version_and_rebuilds_what_held_it,
+);
 
 fn turn(user: &str, session: &str, n: u32, text: &str) -> NewTurn {
     NewTurn {
@@ -73,10 +141,8 @@ fn search(engine: &mut Engine, user: &str, query: &str, k: usize) -> aril_engine
         .unwrap()
 }
 
-#[test]
-fn reimporting_the_same_turns_adds_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut engine = open(dir.path());
+fn reimporting_the_same_turns_adds_nothing(place: &Place) {
+    let mut engine = place.open();
     let first = ingest(&mut engine, conversation("u"), true);
     assert_eq!(first.turns_added, 8);
     assert!(
@@ -98,10 +164,8 @@ fn reimporting_the_same_turns_adds_nothing() {
     engine.check_integrity().unwrap();
 }
 
-#[test]
-fn recall_finds_the_relevant_turn_with_its_source_and_date() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut engine = open(dir.path());
+fn recall_finds_the_relevant_turn_with_its_source_and_date(place: &Place) {
+    let mut engine = place.open();
     ingest(&mut engine, conversation("u"), true);
     let r = search(&mut engine, "u", "What is the name of my dog?", 3);
     assert!(!r.results.is_empty());
@@ -125,10 +189,8 @@ fn recall_finds_the_relevant_turn_with_its_source_and_date() {
     );
 }
 
-#[test]
-fn budget_bounds_the_context() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut engine = open(dir.path());
+fn budget_bounds_the_context(place: &Place) {
+    let mut engine = place.open();
     ingest(&mut engine, conversation("u"), true);
     let r = engine
         .search(&SearchRequest {
@@ -146,10 +208,8 @@ fn budget_bounds_the_context() {
     assert!(!r.results.is_empty());
 }
 
-#[test]
-fn nothing_crosses_scopes_and_delete_takes_only_its_scope() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut engine = open(dir.path());
+fn nothing_crosses_scopes_and_delete_takes_only_its_scope(place: &Place) {
+    let mut engine = place.open();
     ingest(&mut engine, conversation("alice"), true);
     ingest(&mut engine, conversation("bob"), true);
     let r = search(&mut engine, "alice", "beagle Pimenta", 10);
@@ -183,12 +243,10 @@ fn nothing_crosses_scopes_and_delete_takes_only_its_scope() {
     engine.check_integrity().unwrap();
 }
 
-#[test]
-fn the_open_segment_survives_a_restart() {
-    let dir = tempfile::tempdir().unwrap();
+fn the_open_segment_survives_a_restart(place: &Place) {
     let turns = conversation("u");
     {
-        let mut engine = open(dir.path());
+        let mut engine = place.open();
         ingest(&mut engine, turns[..2].to_vec(), false);
         let stats = engine.stats().unwrap();
         assert_eq!(stats.store.open_segment_turns, 2);
@@ -196,7 +254,7 @@ fn the_open_segment_survives_a_restart() {
         // Open-segment turns are searchable as turns already.
         assert!(!search(&mut engine, "u", "beagle", 5).results.is_empty());
     }
-    let mut engine = open(dir.path());
+    let mut engine = place.open();
     ingest(&mut engine, turns[2..].to_vec(), true);
     let segments = engine.segments(&ScopeFilter::user("u")).unwrap();
     let all: Vec<_> = segments.iter().flat_map(|s| s.turns.clone()).collect();
@@ -208,21 +266,17 @@ fn the_open_segment_survives_a_restart() {
     engine.check_integrity().unwrap();
 }
 
-#[test]
-fn a_second_engine_on_the_same_directory_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let _first = open(dir.path());
-    match Engine::open_with_embedder(dir.path(), Config::default(), embedder()) {
+fn a_second_engine_on_the_same_directory_is_refused(place: &Place) {
+    let _first = place.open();
+    match Engine::open_with_embedder(place.dir(), Config::default(), embedder()) {
         Err(EngineError::Busy { holder, .. }) => assert!(holder.contains("pid")),
         Err(e) => panic!("unexpected error {e}"),
         Ok(_) => panic!("two engines own one directory"),
     }
 }
 
-#[test]
-fn invalid_input_changes_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut engine = open(dir.path());
+fn invalid_input_changes_nothing(place: &Place) {
+    let mut engine = place.open();
     let mut turns = conversation("u");
     turns[5].text = "   ".into();
     let err = engine
@@ -247,15 +301,13 @@ fn invalid_input_changes_nothing() {
     );
 }
 
-#[test]
-fn a_lost_lexical_index_is_rebuilt_from_the_store() {
-    let dir = tempfile::tempdir().unwrap();
+fn a_lost_lexical_index_is_rebuilt_from_the_store(place: &Place) {
     {
-        let mut engine = open(dir.path());
+        let mut engine = place.open();
         ingest(&mut engine, conversation("u"), true);
     }
-    std::fs::remove_dir_all(dir.path().join("lexical")).unwrap();
-    let mut engine = open(dir.path());
+    std::fs::remove_dir_all(place.dir().join("lexical")).unwrap();
+    let mut engine = place.open();
     let stats = engine.stats().unwrap();
     assert_eq!(
         stats.lexical_units,
@@ -323,10 +375,8 @@ fn texts(r: &aril_engine::SearchResponse) -> String {
         .join("\n")
 }
 
-#[test]
-fn an_update_is_a_new_version_that_recall_prefers_and_history_keeps() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut engine = open(dir.path());
+fn an_update_is_a_new_version_that_recall_prefers_and_history_keeps(place: &Place) {
+    let mut engine = place.open();
     ingest(&mut engine, conversation("u"), true);
     let id = turn_id(&engine, "u", "s1:0");
     let before = engine.stats().unwrap().store.turns;
@@ -371,10 +421,8 @@ fn an_update_is_a_new_version_that_recall_prefers_and_history_keeps() {
     engine.check_integrity().unwrap();
 }
 
-#[test]
-fn deleting_a_memory_removes_every_version_and_rebuilds_what_held_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut engine = open(dir.path());
+fn deleting_a_memory_removes_every_version_and_rebuilds_what_held_it(place: &Place) {
+    let mut engine = place.open();
     ingest(&mut engine, conversation("u"), true);
     // Streamed turns stay in the open segment: deleting one of those must fix it too.
     ingest(
