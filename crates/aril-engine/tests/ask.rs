@@ -1,18 +1,20 @@
-//! The planned read path end to end on a real embedder, SQLite and tantivy, with scripted encoder,
+//! The planned read path end to end on a real embedder and tantivy, over each store backend (SQLite
+//! and a scratch PostgreSQL database, the same test code), with scripted encoder,
 //! planner and answerer replies at the model seam (their content is what is being steered here);
 //! `engine.rs` runs the same path with the real local model.
 
 use std::sync::atomic::AtomicBool;
 
+#[macro_use]
 mod common;
 
 use aril_engine::llm::{LlmError, Reranker, Scripted};
 use aril_engine::{
-    AskRequest, Config, ConsolidateOptions, Engine, EngineError, IngestOptions, NewTurn, Role,
-    Scope, ScopeFilter, UnitKind,
+    AskRequest, ConsolidateOptions, Engine, EngineError, IngestOptions, NewTurn, Role, Scope,
+    ScopeFilter, UnitKind,
 };
 use chrono::{TimeZone, Utc};
-use common::embedder;
+use common::Place;
 use serde_json::json;
 
 const LINES: [(&str, &str); 8] = [
@@ -62,13 +64,13 @@ fn turns(user: &str) -> Vec<NewTurn> {
 
 /// An engine with the conversation ingested and every segment written into one card that cites
 /// the segment's first turn.
-fn engine_with_cards(dir: &std::path::Path) -> (Engine, usize) {
-    engine_with_dog_card(dir, "fact", "T1")
+fn engine_with_cards(place: &Place) -> (Engine, usize) {
+    engine_with_dog_card(place, "fact", "T1")
 }
 
 /// As [`engine_with_cards`], with the dog's card of type `dog_kind` citing the turn `dog_cites`.
-fn engine_with_dog_card(dir: &std::path::Path, dog_kind: &str, dog_cites: &str) -> (Engine, usize) {
-    let mut engine = Engine::open_with_embedder(dir, Config::default(), embedder()).unwrap();
+fn engine_with_dog_card(place: &Place, dog_kind: &str, dog_cites: &str) -> (Engine, usize) {
+    let mut engine = place.open();
     engine
         .ingest(
             turns("u"),
@@ -108,6 +110,17 @@ fn engine_with_dog_card(dir: &std::path::Path, dog_kind: &str, dog_cites: &str) 
     (engine, segments.len())
 }
 
+conformance!(
+    planned_paths_find_cards_with_their_source_turns_and_each_path_keeps_a_share,
+    the_single_list_ablation_recalls_cards_from_one_list_only,
+    a_reranker_reorders_each_path_and_a_failing_one_is_reported_not_hidden,
+    preference_cards_form_the_profile_and_get_a_list_of_their_own,
+    facts_the_user_said_are_stable_traits_and_facts_from_the_assistant_are_not,
+    an_unusable_plan_or_no_planner_searches_the_question_and_says_so,
+    ask_answers_from_the_context_and_an_empty_answer_is_an_error,
+    deleted_cards_are_never_recalled,
+);
+
 fn request(question: &str) -> AskRequest {
     AskRequest {
         filter: ScopeFilter::user("u"),
@@ -128,10 +141,8 @@ fn two_paths() -> Scripted {
     ]})])
 }
 
-#[test]
-fn planned_paths_find_cards_with_their_source_turns_and_each_path_keeps_a_share() {
-    let dir = tempfile::tempdir().unwrap();
-    let (mut engine, segments) = engine_with_cards(dir.path());
+fn planned_paths_find_cards_with_their_source_turns_and_each_path_keeps_a_share(place: &Place) {
+    let (mut engine, segments) = engine_with_cards(place);
     let planner = two_paths();
     let r = engine
         .recall_planned(
@@ -209,10 +220,8 @@ fn planned_paths_find_cards_with_their_source_turns_and_each_path_keeps_a_share(
 
 /// The "no fusion" ablation reads the first path's dense card list alone: only cards, every one
 /// credited to path 1, in the list's own order.
-#[test]
-fn the_single_list_ablation_recalls_cards_from_one_list_only() {
-    let dir = tempfile::tempdir().unwrap();
-    let (mut engine, _) = engine_with_cards(dir.path());
+fn the_single_list_ablation_recalls_cards_from_one_list_only(place: &Place) {
+    let (mut engine, _) = engine_with_cards(place);
     let planner = two_paths();
     let mut req = request("How is the dog, and how is the training going?");
     req.single_list = true;
@@ -253,10 +262,8 @@ impl Reranker for ByWord {
     }
 }
 
-#[test]
-fn a_reranker_reorders_each_path_and_a_failing_one_is_reported_not_hidden() {
-    let dir = tempfile::tempdir().unwrap();
-    let (mut engine, _) = engine_with_cards(dir.path());
+fn a_reranker_reorders_each_path_and_a_failing_one_is_reported_not_hidden(place: &Place) {
+    let (mut engine, _) = engine_with_cards(place);
     let req = request("How is my dog Pimenta?");
     let plain = engine.recall_planned(&req, None).unwrap();
     assert!(plain.items[0].text.contains("Pimenta"), "{}", plain.context);
@@ -285,10 +292,8 @@ fn a_reranker_reorders_each_path_and_a_failing_one_is_reported_not_hidden() {
     );
 }
 
-#[test]
-fn preference_cards_form_the_profile_and_get_a_list_of_their_own() {
-    let dir = tempfile::tempdir().unwrap();
-    let (mut engine, _) = engine_with_dog_card(dir.path(), "preference", "T1");
+fn preference_cards_form_the_profile_and_get_a_list_of_their_own(place: &Place) {
+    let (mut engine, _) = engine_with_dog_card(place, "preference", "T1");
     let profile = engine.profile(&ScopeFilter::user("u")).unwrap();
     assert_eq!(profile.preferences.len(), 1, "{profile:?}");
     assert!(profile.preferences[0].text.contains("Pimenta"));
@@ -309,26 +314,23 @@ fn preference_cards_form_the_profile_and_get_a_list_of_their_own() {
     );
 }
 
-#[test]
-fn facts_the_user_said_are_stable_traits_and_facts_from_the_assistant_are_not() {
-    let dir = tempfile::tempdir().unwrap();
-    let (mut engine, _) = engine_with_dog_card(dir.path(), "fact", "T1");
+fn facts_the_user_said_are_stable_traits_and_facts_from_the_assistant_are_not(place: &Place) {
+    let (mut engine, _) = engine_with_dog_card(place, "fact", "T1");
     let profile = engine.profile(&ScopeFilter::user("u")).unwrap();
     assert!(profile.preferences.is_empty(), "{profile:?}");
     assert_eq!(profile.traits.len(), 1, "{profile:?}");
     assert!(profile.traits[0].text.contains("beagle"));
 
-    let dir = tempfile::tempdir().unwrap();
+    drop(engine);
+    let other = place.like();
     // T2 is the assistant's "Beagles love long walks…".
-    let (mut engine, _) = engine_with_dog_card(dir.path(), "fact", "T2");
+    let (mut engine, _) = engine_with_dog_card(&other, "fact", "T2");
     let profile = engine.profile(&ScopeFilter::user("u")).unwrap();
     assert!(profile.traits.is_empty(), "{profile:?}");
 }
 
-#[test]
-fn an_unusable_plan_or_no_planner_searches_the_question_and_says_so() {
-    let dir = tempfile::tempdir().unwrap();
-    let (mut engine, _) = engine_with_cards(dir.path());
+fn an_unusable_plan_or_no_planner_searches_the_question_and_says_so(place: &Place) {
+    let (mut engine, _) = engine_with_cards(place);
     let nonsense = Scripted::from_texts(vec!["I think".into(), "{\"paths\": 3}".into()]);
     let r = engine
         .recall_planned(&request("Where did I adopt the beagle?"), Some(&nonsense))
@@ -344,10 +346,8 @@ fn an_unusable_plan_or_no_planner_searches_the_question_and_says_so() {
     assert_eq!(r.items[0].source_turns, vec!["s1:0".to_string()]);
 }
 
-#[test]
-fn ask_answers_from_the_context_and_an_empty_answer_is_an_error() {
-    let dir = tempfile::tempdir().unwrap();
-    let (mut engine, _) = engine_with_cards(dir.path());
+fn ask_answers_from_the_context_and_an_empty_answer_is_an_error(place: &Place) {
+    let (mut engine, _) = engine_with_cards(place);
     let answerer = Scripted::from_texts(vec!["Pimenta, a beagle.".into(), "  ".into()]);
     let planner = two_paths();
     let a = engine
@@ -385,10 +385,8 @@ fn ask_answers_from_the_context_and_an_empty_answer_is_an_error() {
     ));
 }
 
-#[test]
-fn deleted_cards_are_never_recalled() {
-    let dir = tempfile::tempdir().unwrap();
-    let (mut engine, _) = engine_with_cards(dir.path());
+fn deleted_cards_are_never_recalled(place: &Place) {
+    let (mut engine, _) = engine_with_cards(place);
     let before = engine.recall_planned(&request("beagle"), None).unwrap();
     assert!(before.items.iter().any(|i| i.kind == UnitKind::Card));
     let first = before

@@ -5,70 +5,18 @@
 
 use std::sync::atomic::AtomicBool;
 
+#[macro_use]
 mod common;
 
 use aril_engine::{
     Config, Engine, EngineError, IngestOptions, IngestReport, NewTurn, Role, Scope, ScopeFilter,
-    SearchRequest, StoreAt, UnitKind,
+    SearchRequest, UnitKind,
 };
 use chrono::{TimeZone, Utc};
-use common::embedder;
+use common::{Place, embedder};
 
 fn open(dir: &std::path::Path) -> Engine {
     Engine::open_with_embedder(dir, Config::default(), embedder()).unwrap()
-}
-
-/// Where a test's engine lives: a data directory, with its store in it or in a scratch
-/// PostgreSQL database. Opened again, it is the same memory.
-struct Place {
-    dir: tempfile::TempDir,
-    at: StoreAt,
-    _db: Option<aril_store::scratch::ScratchDatabase>,
-}
-
-impl Place {
-    fn sqlite() -> Self {
-        Place {
-            dir: tempfile::tempdir().unwrap(),
-            at: StoreAt::Embedded,
-            _db: None,
-        }
-    }
-
-    fn postgres() -> Self {
-        let db = aril_store::scratch::ScratchDatabase::new().unwrap_or_else(|e| panic!("{e}"));
-        Place {
-            dir: tempfile::tempdir().unwrap(),
-            at: StoreAt::Postgres(db.url().to_string()),
-            _db: Some(db),
-        }
-    }
-
-    fn open(&self) -> Engine {
-        Engine::open_at(
-            self.dir.path(),
-            &self.at,
-            Config::default(),
-            Some(embedder()),
-        )
-        .unwrap()
-    }
-
-    fn dir(&self) -> &std::path::Path {
-        self.dir.path()
-    }
-}
-
-/// Runs each listed test once per backend (`sqlite::name`, `postgres::name`).
-macro_rules! conformance {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            $(#[test] fn $name() { super::$name(&super::Place::sqlite()) })*
-        }
-        mod postgres {
-            $(#[test] fn $name() { super::$name(&super::Place::postgres()) })*
-        }
-    };
 }
 
 conformance!(

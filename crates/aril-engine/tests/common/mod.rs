@@ -3,6 +3,7 @@
 use std::sync::{Arc, OnceLock};
 
 use aril_embed::{Embedder, MiniLm, default_model_dir};
+use aril_engine::{Config, Engine, StoreAt};
 
 /// The real MiniLM embedder (`scripts/fetch-model`), loaded once per test binary.
 pub fn embedder() -> Arc<dyn Embedder> {
@@ -12,4 +13,69 @@ pub fn embedder() -> Arc<dyn Embedder> {
             Arc::new(MiniLm::load(&default_model_dir()).unwrap_or_else(|e| panic!("{e}")))
         })
         .clone()
+}
+
+/// Where a test's engine lives: a data directory, with its store in it or in a scratch
+/// PostgreSQL database. Opened again, it is the same memory.
+pub struct Place {
+    dir: tempfile::TempDir,
+    at: StoreAt,
+    _db: Option<aril_store::scratch::ScratchDatabase>,
+}
+
+impl Place {
+    pub fn sqlite() -> Self {
+        Place {
+            dir: tempfile::tempdir().unwrap(),
+            at: StoreAt::Embedded,
+            _db: None,
+        }
+    }
+
+    pub fn postgres() -> Self {
+        let db = aril_store::scratch::ScratchDatabase::new().unwrap_or_else(|e| panic!("{e}"));
+        Place {
+            dir: tempfile::tempdir().unwrap(),
+            at: StoreAt::Postgres(db.url().to_string()),
+            _db: Some(db),
+        }
+    }
+
+    pub fn open(&self) -> Engine {
+        Engine::open_at(
+            self.dir.path(),
+            &self.at,
+            Config::default(),
+            Some(embedder()),
+        )
+        .unwrap()
+    }
+
+    /// The data directory (not every test binary looks inside it).
+    #[allow(dead_code)]
+    pub fn dir(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+
+    /// A new, empty place of the same backend.
+    #[allow(dead_code)]
+    pub fn like(&self) -> Self {
+        match self.at {
+            StoreAt::Embedded => Self::sqlite(),
+            StoreAt::Postgres(_) => Self::postgres(),
+        }
+    }
+}
+
+/// Runs each listed test once per backend (`sqlite::name`, `postgres::name`).
+#[allow(unused_macros)]
+macro_rules! conformance {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(#[test] fn $name() { super::$name(&super::Place::sqlite()) })*
+        }
+        mod postgres {
+            $(#[test] fn $name() { super::$name(&super::Place::postgres()) })*
+        }
+    };
 }
