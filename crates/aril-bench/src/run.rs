@@ -43,6 +43,9 @@ pub struct BenchOptions {
     pub model: Arc<dyn Embedder>,
     /// Engine configuration for the `aril` strategies.
     pub engine: aril_engine::Config,
+    /// Where the `aril` strategy keeps its store (PostgreSQL: a database of its own per
+    /// benchmark configuration; the data directory then holds only the derived indexes).
+    pub store: aril_engine::StoreAt,
     /// Models of the `aril-llm` strategy.
     pub models: strategy::BenchModels,
     /// Answer each question (and judge the answers) when set.
@@ -94,14 +97,19 @@ pub fn run(
     ))
     .unwrap_or_default();
     let ingest_hash = &aril_core::content_hash(&[&ingest_key])[..8];
+    let store_tag = match &options.store {
+        aril_engine::StoreAt::Embedded => String::new(),
+        at => format!("-pg-{}", &aril_core::content_hash(&[&at.describe()])[..8]),
+    };
     let aril_dir = options.cache_dir.join(format!(
-        "aril-{}-{data_hash}-{ingest_hash}",
+        "aril-{}-{data_hash}-{ingest_hash}{store_tag}",
         options.benchmark.name()
     ));
     let mut strategy = strategy::by_name(
         &options.strategy,
         embeddings,
         &aril_dir,
+        &options.store,
         options.engine.clone(),
         &options.models,
     )?;

@@ -25,6 +25,7 @@ fn a_real_model_answers_and_judges_and_every_call_is_counted() {
         cache_dir: dir.path().join("cache"),
         model: Arc::new(MiniLm::load(&default_model_dir()).unwrap()),
         engine: aril_engine::Config::default(),
+        store: aril_engine::StoreAt::Embedded,
         models: Default::default(),
         qa: Some(QaOptions {
             answerer: model.clone(),

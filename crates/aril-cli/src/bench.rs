@@ -8,6 +8,7 @@ use anyhow::Context;
 use aril_bench::qa::QaOptions;
 use aril_bench::strategy::{Ablation, BenchModels};
 use aril_bench::{BenchOptions, Benchmark};
+use aril_engine::StoreAt;
 use aril_engine::embed::{Embedder, MiniLm, default_model_dir};
 use aril_engine::llm::{ChatModel, LlmSettings, OpenAiClient, Role};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
@@ -99,9 +100,19 @@ pub fn run(cli: &Cli, cmd: &BenchCmd) -> anyhow::Result<()> {
         BenchName::Locomo => Benchmark::Locomo,
         BenchName::Hotpotqa => Benchmark::HotpotQa,
     };
+    let store = match cli.store.as_deref() {
+        None => StoreAt::Embedded,
+        Some(s) => StoreAt::postgres(s).ok_or_else(|| {
+            anyhow::anyhow!(
+                "aril bench keeps its data under --cache-dir; --store takes a postgres:// URL \
+                 here (a database for this benchmark configuration), not {s:?}"
+            )
+        })?,
+    };
     let cancel = progress::cancel_on_ctrl_c();
     let bars = MultiProgress::new();
     let options = BenchOptions {
+        store,
         benchmark,
         data: cmd.data.clone(),
         strategy: cmd.strategy.clone(),

@@ -7,7 +7,7 @@ use std::sync::atomic::AtomicBool;
 
 use aril_core::{NewTurn, Scope, ScopeFilter};
 use aril_engine::datasets::parse_longmemeval_time;
-use aril_engine::{Config, Engine, IngestOptions, SearchRequest};
+use aril_engine::{Config, Engine, IngestOptions, SearchRequest, StoreAt};
 use chrono::{DateTime, Utc};
 
 use super::{Embeddings, Strategy, Unit};
@@ -20,8 +20,14 @@ pub struct Aril {
 }
 
 impl Aril {
-    pub fn open(dir: &Path, embeddings: Embeddings, config: Config) -> Result<Self, BenchError> {
-        let engine = Engine::open_with_embedder(dir, config, embeddings.model())?;
+    /// The engine over `dir` (derived indexes, and the store when `store` is embedded).
+    pub fn open(
+        dir: &Path,
+        store: &StoreAt,
+        embeddings: Embeddings,
+        config: Config,
+    ) -> Result<Self, BenchError> {
+        let engine = Engine::open_at(dir, store, config, Some(embeddings.model()))?;
         let embedded_before = engine.stats()?.store.embeddings as usize;
         Ok(Self {
             engine,

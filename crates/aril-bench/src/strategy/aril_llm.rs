@@ -160,7 +160,7 @@ impl AriLlm {
             "{name}-cards-{model}-{}x{}{ablated}",
             encode.max_cards, encode.max_tokens
         ));
-        let mut aril = Aril::open(&dir, embeddings, config)?;
+        let mut aril = Aril::open(&dir, &aril_engine::StoreAt::Embedded, embeddings, config)?;
         aril.engine().set_reranker(models.reranker.clone());
         Ok(Self {
             aril,

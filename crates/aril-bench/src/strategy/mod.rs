@@ -62,16 +62,24 @@ pub fn by_name(
     name: &str,
     embeddings: Embeddings,
     aril_dir: &std::path::Path,
+    store: &aril_engine::StoreAt,
     engine: aril_engine::Config,
     models: &BenchModels,
 ) -> Result<Box<dyn Strategy>, BenchError> {
+    if *store != aril_engine::StoreAt::Embedded && name != "aril" {
+        return Err(BenchError::Unsupported {
+            strategy: name.to_string(),
+            benchmark: "any".into(),
+            why: "only the `aril` strategy can keep its store in PostgreSQL (--store)".into(),
+        });
+    }
     Ok(match name {
         "raw-session-all" => Box::new(SessionDocs::raw_all(embeddings)),
         "raw-session-user" => Box::new(SessionDocs::raw_user(embeddings)),
         "seci-extract" => Box::new(seci_extract(embeddings)),
         "seci-hybrid" => Box::new(SeciHybrid::new(embeddings)),
         "verbatim-chunks" => Box::new(VerbatimChunks::new(embeddings)?),
-        "aril" => Box::new(Aril::open(aril_dir, embeddings, engine)?),
+        "aril" => Box::new(Aril::open(aril_dir, store, embeddings, engine)?),
         "aril-llm" => Box::new(AriLlm::open(aril_dir, embeddings, engine, models)?),
         other => {
             return Err(BenchError::UnknownStrategy(
