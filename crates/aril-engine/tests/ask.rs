@@ -5,7 +5,6 @@
 
 use std::sync::atomic::AtomicBool;
 
-#[macro_use]
 mod common;
 
 use aril_engine::llm::{LlmError, Reranker, Scripted};
@@ -110,7 +109,7 @@ fn engine_with_dog_card(place: &Place, dog_kind: &str, dog_cites: &str) -> (Engi
     (engine, segments.len())
 }
 
-conformance!(
+aril_store::conformance!(
     planned_paths_find_cards_with_their_source_turns_and_each_path_keeps_a_share,
     the_single_list_ablation_recalls_cards_from_one_list_only,
     a_reranker_reorders_each_path_and_a_failing_one_is_reported_not_hidden,

@@ -5,7 +5,6 @@
 
 use std::sync::atomic::AtomicBool;
 
-#[macro_use]
 mod common;
 
 use aril_engine::{
@@ -19,7 +18,7 @@ fn open(dir: &std::path::Path) -> Engine {
     Engine::open_with_embedder(dir, Config::default(), embedder()).unwrap()
 }
 
-conformance!(
+aril_store::conformance!(
     reimporting_the_same_turns_adds_nothing,
     recall_finds_the_relevant_turn_with_its_source_and_date,
     budget_bounds_the_context,

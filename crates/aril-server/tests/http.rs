@@ -674,6 +674,21 @@ fn card_reply(kind: &str, text: &str, supersedes: &[&str]) -> Value {
     }], "state": {"aliases": [], "open_references": []}})
 }
 
+/// Mem0's `add` of a user message and the assistant's reply as alice; asserts 200.
+async fn mem0_add(s: &Server, texts: [&str; 2], infer: Option<bool>) -> Value {
+    let mut body = json!({"user_id": "alice", "messages": [
+        {"role": "user", "content": texts[0]}, {"role": "assistant", "content": texts[1]}
+    ]});
+    if let Some(i) = infer {
+        body["infer"] = json!(i);
+    }
+    let (st, reply) = s
+        .call("POST", "/v3/memories/add/", &s.user_key, Some(body))
+        .await;
+    assert_eq!(st, StatusCode::OK, "{reply}");
+    reply
+}
+
 #[tokio::test]
 async fn mem0_add_with_an_encoder_answers_with_cards_whose_ids_serve_get_update_history_and_delete()
 {
@@ -690,24 +705,7 @@ async fn mem0_add_with_an_encoder_answers_with_cards_whose_ids_serve_get_update_
         state.with_encoder(model, aril_engine::EncodeConfig::default())
     })
     .await;
-    let add = |texts: [&str; 2], infer: Option<bool>| {
-        let mut body = json!({"user_id": "alice", "messages": [
-            {"role": "user", "content": texts[0]}, {"role": "assistant", "content": texts[1]}
-        ]});
-        if let Some(i) = infer {
-            body["infer"] = json!(i);
-        }
-        body
-    };
-    let (st, first) = s
-        .call(
-            "POST",
-            "/v3/memories/add/",
-            &s.user_key,
-            Some(add(["I love green tea.", "Noted, green tea it is."], None)),
-        )
-        .await;
-    assert_eq!(st, StatusCode::OK, "{first}");
+    let first = mem0_add(&s, ["I love green tea.", "Noted, green tea it is."], None).await;
     let results = first["results"].as_array().unwrap();
     assert_eq!(results.len(), 1, "one card, not the two turns: {first}");
     assert_eq!(results[0]["event"], "ADD");
@@ -717,15 +715,7 @@ async fn mem0_add_with_an_encoder_answers_with_cards_whose_ids_serve_get_update_
     assert!(id.starts_with("c_"), "{id}");
 
     // A card that supersedes it is a new version of the same memory.
-    let (st, second) = s
-        .call(
-            "POST",
-            "/v3/memories/add/",
-            &s.user_key,
-            Some(add(["These days I drink black coffee.", "Got it."], None)),
-        )
-        .await;
-    assert_eq!(st, StatusCode::OK, "{second}");
+    let second = mem0_add(&s, ["These days I drink black coffee.", "Got it."], None).await;
     let update = &second["results"][0];
     assert_eq!(update["event"], "UPDATE", "{second}");
     assert_eq!(update["id"], id.as_str());
@@ -785,29 +775,13 @@ async fn mem0_add_with_an_encoder_answers_with_cards_whose_ids_serve_get_update_
     assert_eq!(st, StatusCode::NOT_FOUND);
 
     // Without inference the turns come back and no call is made.
-    let (st, raw) = s
-        .call(
-            "POST",
-            "/v3/memories/add/",
-            &s.user_key,
-            Some(add(["My locker code is 4417.", "Saved."], Some(false))),
-        )
-        .await;
-    assert_eq!(st, StatusCode::OK, "{raw}");
+    let raw = mem0_add(&s, ["My locker code is 4417.", "Saved."], Some(false)).await;
     assert_eq!(raw["results"].as_array().unwrap().len(), 2, "{raw}");
     assert_eq!(raw["results"][0]["memory"], "My locker code is 4417.");
     assert_eq!(encoder.asked().len(), 2);
 
     // An unusable reply (after its repair) keeps the turns, returns them, and says why.
-    let (st, failed) = s
-        .call(
-            "POST",
-            "/v3/memories/add/",
-            &s.user_key,
-            Some(add(["I moved to Porto.", "Nice city."], None)),
-        )
-        .await;
-    assert_eq!(st, StatusCode::OK, "{failed}");
+    let failed = mem0_add(&s, ["I moved to Porto.", "Nice city."], None).await;
     assert!(
         failed["note"].as_str().unwrap().contains("unusable"),
         "{failed}"

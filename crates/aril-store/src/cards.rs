@@ -103,6 +103,17 @@ pub(crate) fn superseding(conn: &Connection, id: &CardId) -> Result<Vec<CardId>,
     Ok(ids)
 }
 
+/// Every card of a batch must come from the batch's segment.
+pub(crate) fn check_batch(batch: &CardBatch) -> Result<(), StoreError> {
+    match batch.cards.iter().find(|c| c.segment != batch.segment) {
+        Some(c) => Err(StoreError::Corrupt(format!(
+            "card {} names segment {}, not {}",
+            c.id.0, c.segment, batch.segment
+        ))),
+        None => Ok(()),
+    }
+}
+
 pub(crate) fn commit(tx: &Transaction<'_>, batch: &CardBatch) -> Result<(), StoreError> {
     let queued: Option<String> = tx
         .query_row(
@@ -117,12 +128,7 @@ pub(crate) fn commit(tx: &Transaction<'_>, batch: &CardBatch) -> Result<(), Stor
             batch.segment
         )));
     }
-    if let Some(c) = batch.cards.iter().find(|c| c.segment != batch.segment) {
-        return Err(StoreError::Corrupt(format!(
-            "card {} names segment {}, not {}",
-            c.id.0, c.segment, batch.segment
-        )));
-    }
+    check_batch(batch)?;
     insert(tx, &batch.cards)?;
     put_vectors(tx, &batch.vectors)?;
     let state = serde_json::to_string(&batch.state)

@@ -9,6 +9,21 @@ use postgres::{Client, NoTls};
 
 use crate::{PgStore, StoreError};
 
+/// Declares, for each listed test function `name(place: &Place)`, the tests `sqlite::name` and
+/// `postgres::name`: the same test code once per backend. The calling file defines `Place`
+/// with `Place::sqlite()` and `Place::postgres()` (what a test opens differs by crate).
+#[macro_export]
+macro_rules! conformance {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(#[test] fn $name() { super::$name(&super::Place::sqlite()) })*
+        }
+        mod postgres {
+            $(#[test] fn $name() { super::$name(&super::Place::postgres()) })*
+        }
+    };
+}
+
 /// A database that exists while this value does.
 pub struct ScratchDatabase {
     admin: String,

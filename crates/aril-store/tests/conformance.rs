@@ -38,19 +38,7 @@ impl Place {
     }
 }
 
-/// Runs each listed test once per backend (`sqlite::name`, `postgres::name`).
-macro_rules! conformance {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            $(#[test] fn $name() { super::$name(&super::Place::sqlite()) })*
-        }
-        mod postgres {
-            $(#[test] fn $name() { super::$name(&super::Place::postgres()) })*
-        }
-    };
-}
-
-conformance!(
+aril_store::conformance!(
     a_batch_is_stored_whole_and_recommitting_adds_nothing,
     a_failing_batch_leaves_nothing_behind,
     delete_takes_one_scope_and_its_unshared_vectors,
@@ -370,6 +358,18 @@ fn deleting_turns_swaps_their_segment_for_its_replacement_and_drops_their_vector
     assert_eq!(cached, vec!["h-u-2".to_string(), "seg-u-rebuilt".into()]);
 }
 
+/// The segment's one card (`c_1`, from its first turn), with an empty state and no vectors.
+fn first_card_batch(seg: &SegmentRecord, turns: &[TurnRecord]) -> aril_store::CardBatch {
+    aril_store::CardBatch {
+        segment: seg.segment.id.clone(),
+        cards: vec![card_of(seg, 1, &turns[0], &[])],
+        scope: seg.segment.scope.clone(),
+        conversation: "c".into(),
+        state: serde_json::json!({}),
+        vectors: vec![],
+    }
+}
+
 fn card_of(
     segment: &SegmentRecord,
     n: usize,
@@ -515,7 +515,6 @@ fn closed_segments_queue_for_cards_and_cards_are_found_by_every_structured_index
 }
 
 fn a_failed_segment_waits_for_a_retry_and_a_deleted_one_cannot_take_cards(place: &Place) {
-    use aril_store::CardBatch;
     let mut store = place.open();
     let turns = fill(&mut *store, "u");
     let seg = segment("u", &turns.iter().collect::<Vec<_>>());
@@ -526,14 +525,7 @@ fn a_failed_segment_waits_for_a_retry_and_a_deleted_one_cannot_take_cards(place:
     assert_eq!(store.queued_segments(10, true).unwrap().len(), 1);
     assert_eq!(store.stats().unwrap().segments_failed, 1);
     store.delete(&ScopeFilter::user("u")).unwrap();
-    let late = store.commit_cards(CardBatch {
-        segment: seg.segment.id.clone(),
-        cards: vec![card_of(&seg, 1, &turns[0], &[])],
-        scope: seg.segment.scope.clone(),
-        conversation: "c".into(),
-        state: serde_json::json!({}),
-        vectors: vec![],
-    });
+    let late = store.commit_cards(first_card_batch(&seg, &turns));
     assert!(
         late.is_err(),
         "cards of a deleted segment must not be stored"
@@ -592,20 +584,11 @@ fn llm_calls_are_summed_by_purpose_and_model_and_survive_reopen(place: &Place) {
 
 fn appended_cards_supersede_and_deleted_cards_leave_their_turns(place: &Place) {
     use aril_core::CardId;
-    use aril_store::{CardBatch, CardVectors};
+    use aril_store::CardVectors;
     let mut store = place.open();
     let turns = fill(&mut *store, "u");
     let seg = segment("u", &turns.iter().collect::<Vec<_>>());
-    store
-        .commit_cards(CardBatch {
-            segment: seg.segment.id.clone(),
-            cards: vec![card_of(&seg, 1, &turns[0], &[])],
-            scope: seg.segment.scope.clone(),
-            conversation: "c".into(),
-            state: serde_json::json!({}),
-            vectors: vec![],
-        })
-        .unwrap();
+    store.commit_cards(first_card_batch(&seg, &turns)).unwrap();
     let edit = aril_core::Card {
         id: CardId("c_edit".into()),
         text: "Caroline went to the support group twice".into(),

@@ -66,16 +66,3 @@ impl Place {
         }
     }
 }
-
-/// Runs each listed test once per backend (`sqlite::name`, `postgres::name`).
-#[allow(unused_macros)]
-macro_rules! conformance {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            $(#[test] fn $name() { super::$name(&super::Place::sqlite()) })*
-        }
-        mod postgres {
-            $(#[test] fn $name() { super::$name(&super::Place::postgres()) })*
-        }
-    };
-}

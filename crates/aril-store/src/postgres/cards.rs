@@ -9,7 +9,7 @@ use postgres::types::ToSql;
 use postgres::{GenericClient, Transaction};
 
 use super::{filter_clause, params, scope_at};
-use crate::cards::{fold, kind_text, parse_kind, span_end};
+use crate::cards::{check_batch, fold, kind_text, parse_kind, span_end};
 use crate::{CardBatch, CardLookup, CardVectors, StoreError, codec};
 
 pub(super) fn queued(
@@ -96,12 +96,7 @@ pub(super) fn commit(tx: &mut Transaction<'_>, batch: &CardBatch) -> Result<(), 
             batch.segment
         )));
     }
-    if let Some(c) = batch.cards.iter().find(|c| c.segment != batch.segment) {
-        return Err(StoreError::Corrupt(format!(
-            "card {} names segment {}, not {}",
-            c.id.0, c.segment, batch.segment
-        )));
-    }
+    check_batch(batch)?;
     insert(tx, &batch.cards)?;
     put_vectors(tx, &batch.vectors)?;
     tx.execute(

@@ -356,8 +356,8 @@ fn drop_unused_embeddings(tx: &mut Transaction<'_>, hashes: &[String]) -> Result
     )?)
 }
 
-/// Every table a deletion may touch, vacuumed after it.
-const DELETION_TABLES: &[&str] = &[
+/// The tables of turns and segments a deletion may touch, vacuumed after it…
+const TURN_TABLES: &[&str] = &[
     "turns",
     "segments",
     "segment_turns",
@@ -365,13 +365,16 @@ const DELETION_TABLES: &[&str] = &[
     "embeddings",
     "revisions",
     "consolidation",
+    "encoder_states",
+];
+/// …and those of the cards, which go with their segments (or alone, by `delete_cards`).
+const CARD_TABLES: &[&str] = &[
     "cards",
     "card_turns",
     "card_entities",
     "card_topics",
     "card_supersedes",
     "card_vectors",
-    "encoder_states",
 ];
 
 fn scope_text(filter: &ScopeFilter) -> String {
@@ -572,7 +575,8 @@ impl Store for PgStore {
                 embeddings,
             }
         };
-        self.vacuum(DELETION_TABLES)?;
+        self.vacuum(TURN_TABLES)?;
+        self.vacuum(CARD_TABLES)?;
         Ok(report)
     }
 
@@ -615,7 +619,8 @@ impl Store for PgStore {
                 embeddings,
             }
         };
-        self.vacuum(DELETION_TABLES)?;
+        self.vacuum(TURN_TABLES)?;
+        self.vacuum(CARD_TABLES)?;
         Ok(report)
     }
 
@@ -708,14 +713,7 @@ impl Store for PgStore {
         let removed = self
             .conn()
             .execute("DELETE FROM cards WHERE id = ANY($1)", &[&keys])?;
-        self.vacuum(&[
-            "cards",
-            "card_turns",
-            "card_entities",
-            "card_topics",
-            "card_supersedes",
-            "card_vectors",
-        ])?;
+        self.vacuum(CARD_TABLES)?;
         Ok(removed)
     }
 
