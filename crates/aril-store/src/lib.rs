@@ -259,6 +259,47 @@ pub struct DeleteReport {
     pub embeddings: u64,
 }
 
+/// The segments among `segs` (id, store order) as index units: each rendered from its turns.
+/// What both backends' [`Store::units_after`] does once it has the new segments' ids.
+pub(crate) fn segment_units(
+    store: &(impl Store + ?Sized),
+    segs: &[(String, i64)],
+) -> Result<Vec<UnitText>, StoreError> {
+    let mut out = Vec::with_capacity(segs.len());
+    for chunk in segs.chunks(500) {
+        let ids: Vec<SegmentId> = chunk.iter().map(|(id, _)| SegmentId(id.clone())).collect();
+        for (segment, (_, seq)) in store.segments(&ids)?.into_iter().zip(chunk) {
+            let turns = store.turns(&segment.turns)?;
+            out.push(UnitText {
+                kind: UnitKind::Segment,
+                id: segment.id.0,
+                scope: segment.scope,
+                text: aril_core::render_turns(&turns),
+                seq: *seq,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// A scope filter as messages name it: `user "u", agent "a", run "r"`.
+pub(crate) fn describe_filter(filter: &ScopeFilter) -> String {
+    format!(
+        "user {:?}{}{}",
+        filter.user_id,
+        filter
+            .agent_id
+            .as_ref()
+            .map(|a| format!(", agent {a:?}"))
+            .unwrap_or_default(),
+        filter
+            .run_id
+            .as_ref()
+            .map(|r| format!(", run {r:?}"))
+            .unwrap_or_default()
+    )
+}
+
 /// The storage seam. Implementations: [`SqliteStore`] (embedded) and [`PgStore`] (PostgreSQL). Every method that writes is
 /// atomic and durable when it returns.
 pub trait Store: Send {

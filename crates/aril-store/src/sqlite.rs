@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use aril_core::{
     Card, CardId, CloseReason, NewTurn, Role, Scope, ScopeFilter, Segment, SegmentId, Turn, TurnId,
-    render_line, render_turns,
+    render_line,
 };
 use aril_segment::OpenSegment;
 use chrono::{DateTime, Utc};
@@ -602,19 +602,7 @@ impl Store for SqliteStore {
         let segs: Vec<(String, i64)> = stmt
             .query_map([segment_seq], |r| Ok((r.get(0)?, r.get(1)?)))?
             .collect::<Result<_, _>>()?;
-        for chunk in segs.chunks(IN_CHUNK) {
-            let ids: Vec<SegmentId> = chunk.iter().map(|(id, _)| SegmentId(id.clone())).collect();
-            for (segment, (_, seq)) in self.segments(&ids)?.into_iter().zip(chunk) {
-                let turns = self.turns(&segment.turns)?;
-                out.push(UnitText {
-                    kind: UnitKind::Segment,
-                    id: segment.id.0,
-                    scope: segment.scope,
-                    text: render_turns(&turns),
-                    seq: *seq,
-                });
-            }
-        }
+        out.extend(crate::segment_units(self, &segs)?);
         Ok(out)
     }
 
@@ -627,20 +615,7 @@ impl Store for SqliteStore {
             |r| r.get(0),
         )?;
         if turns == 0 {
-            return Err(StoreError::UnknownScope(format!(
-                "user {:?}{}{}",
-                filter.user_id,
-                filter
-                    .agent_id
-                    .as_ref()
-                    .map(|a| format!(", agent {a:?}"))
-                    .unwrap_or_default(),
-                filter
-                    .run_id
-                    .as_ref()
-                    .map(|r| format!(", run {r:?}"))
-                    .unwrap_or_default()
-            )));
+            return Err(StoreError::UnknownScope(crate::describe_filter(filter)));
         }
         // Text hashes of what goes, to drop cache entries nothing else uses.
         let mut hashes: Vec<String> = Vec::new();

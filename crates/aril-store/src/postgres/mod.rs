@@ -18,7 +18,7 @@ use std::collections::{HashMap, HashSet};
 
 use aril_core::{
     Card, CardId, CloseReason, NewTurn, Role, Scope, ScopeFilter, Segment, SegmentId, Turn, TurnId,
-    render_line, render_turns,
+    render_line,
 };
 use aril_segment::OpenSegment;
 use chrono::{DateTime, Utc};
@@ -377,23 +377,6 @@ const CARD_TABLES: &[&str] = &[
     "card_vectors",
 ];
 
-fn scope_text(filter: &ScopeFilter) -> String {
-    format!(
-        "user {:?}{}{}",
-        filter.user_id,
-        filter
-            .agent_id
-            .as_ref()
-            .map(|a| format!(", agent {a:?}"))
-            .unwrap_or_default(),
-        filter
-            .run_id
-            .as_ref()
-            .map(|r| format!(", run {r:?}"))
-            .unwrap_or_default()
-    )
-}
-
 impl Store for PgStore {
     fn existing_turns(&self, ids: &[TurnId]) -> Result<HashSet<TurnId>, StoreError> {
         let keys = texts!(ids);
@@ -526,19 +509,7 @@ impl Store for PgStore {
             .iter()
             .map(|r| (r.get(0), r.get(1)))
             .collect();
-        for chunk in segs.chunks(500) {
-            let ids: Vec<SegmentId> = chunk.iter().map(|(id, _)| SegmentId(id.clone())).collect();
-            for (segment, (_, seq)) in self.segments(&ids)?.into_iter().zip(chunk) {
-                let turns = self.turns(&segment.turns)?;
-                out.push(UnitText {
-                    kind: UnitKind::Segment,
-                    id: segment.id.0,
-                    scope: segment.scope,
-                    text: render_turns(&turns),
-                    seq: *seq,
-                });
-            }
-        }
+        out.extend(crate::segment_units(self, &segs)?);
         Ok(out)
     }
 
@@ -552,7 +523,7 @@ impl Store for PgStore {
                 .query_one(&format!("SELECT COUNT(*) FROM turns WHERE {clause}"), &args)?
                 .get(0);
             if turns == 0 {
-                return Err(StoreError::UnknownScope(scope_text(filter)));
+                return Err(StoreError::UnknownScope(crate::describe_filter(filter)));
             }
             let mut hashes: Vec<String> = Vec::new();
             for table in ["turns", "segments"] {
