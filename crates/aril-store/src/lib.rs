@@ -282,6 +282,40 @@ pub(crate) fn segment_units(
     Ok(out)
 }
 
+/// Counts segment links that point at no turn (the same SQL in both dialects).
+pub(crate) const DANGLING_LINKS_SQL: &str = "SELECT COUNT(*) FROM segment_turns st \
+     LEFT JOIN turns t ON t.id = st.turn_id WHERE t.id IS NULL";
+/// Counts closed segments without a turn (the same SQL in both dialects).
+pub(crate) const EMPTY_SEGMENTS_SQL: &str = "SELECT COUNT(*) FROM segments s WHERE NOT EXISTS \
+     (SELECT 1 FROM segment_turns st WHERE st.segment_id = s.id)";
+
+/// The integrity rules both backends check over their counts: no dangling segment link, no empty
+/// segment, and every turn in exactly one place of the segmentation (a closed segment or an open
+/// one).
+pub(crate) fn check_segmentation(
+    dangling: i64,
+    empty: i64,
+    stats: &StoreStats,
+) -> Result<(), StoreError> {
+    if dangling > 0 {
+        return Err(StoreError::Integrity(format!(
+            "{dangling} segment links point at missing turns"
+        )));
+    }
+    if empty > 0 {
+        return Err(StoreError::Integrity(format!(
+            "{empty} segments have no turns"
+        )));
+    }
+    if stats.turns != stats.segmented_turns + stats.open_segment_turns {
+        return Err(StoreError::Integrity(format!(
+            "{} turns, but {} in closed segments and {} in open ones",
+            stats.turns, stats.segmented_turns, stats.open_segment_turns
+        )));
+    }
+    Ok(())
+}
+
 /// A scope filter as messages name it: `user "u", agent "a", run "r"`.
 pub(crate) fn describe_filter(filter: &ScopeFilter) -> String {
     format!(

@@ -999,36 +999,13 @@ impl Store for SqliteStore {
         if result != "ok" {
             return Err(StoreError::Integrity(result));
         }
-        let dangling: i64 = self.conn.query_row(
-            "SELECT COUNT(*) FROM segment_turns st LEFT JOIN turns t ON t.id = st.turn_id \
-             WHERE t.id IS NULL",
-            [],
-            |r| r.get(0),
-        )?;
-        if dangling > 0 {
-            return Err(StoreError::Integrity(format!(
-                "{dangling} segment links point at missing turns"
-            )));
-        }
-        let empty: i64 = self.conn.query_row(
-            "SELECT COUNT(*) FROM segments s WHERE NOT EXISTS \
-             (SELECT 1 FROM segment_turns st WHERE st.segment_id = s.id)",
-            [],
-            |r| r.get(0),
-        )?;
-        if empty > 0 {
-            return Err(StoreError::Integrity(format!(
-                "{empty} segments have no turns"
-            )));
-        }
-        // Every turn is in exactly one place of the segmentation: a closed segment or an open one.
-        let stats = self.stats()?;
-        if stats.turns != stats.segmented_turns + stats.open_segment_turns {
-            return Err(StoreError::Integrity(format!(
-                "{} turns, but {} in closed segments and {} in open ones",
-                stats.turns, stats.segmented_turns, stats.open_segment_turns
-            )));
-        }
-        Ok(())
+        let count = |sql: &str| -> Result<i64, StoreError> {
+            Ok(self.conn.query_row(sql, [], |r| r.get(0))?)
+        };
+        crate::check_segmentation(
+            count(crate::DANGLING_LINKS_SQL)?,
+            count(crate::EMPTY_SEGMENTS_SQL)?,
+            &self.stats()?,
+        )
     }
 }

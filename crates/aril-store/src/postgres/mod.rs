@@ -926,40 +926,14 @@ impl Store for PgStore {
     }
 
     fn check_integrity(&self) -> Result<(), StoreError> {
-        let dangling: i64 = self
-            .conn()
-            .query_one(
-                "SELECT COUNT(*) FROM segment_turns st LEFT JOIN turns t ON t.id = st.turn_id \
-                 WHERE t.id IS NULL",
-                &[],
-            )?
-            .get(0);
-        if dangling > 0 {
-            return Err(StoreError::Integrity(format!(
-                "{dangling} segment links point at missing turns"
-            )));
-        }
-        let empty: i64 = self
-            .conn()
-            .query_one(
-                "SELECT COUNT(*) FROM segments s WHERE NOT EXISTS \
-                 (SELECT 1 FROM segment_turns st WHERE st.segment_id = s.id)",
-                &[],
-            )?
-            .get(0);
-        if empty > 0 {
-            return Err(StoreError::Integrity(format!(
-                "{empty} segments have no turns"
-            )));
-        }
-        let stats = self.stats()?;
-        if stats.turns != stats.segmented_turns + stats.open_segment_turns {
-            return Err(StoreError::Integrity(format!(
-                "{} turns, but {} in closed segments and {} in open ones",
-                stats.turns, stats.segmented_turns, stats.open_segment_turns
-            )));
-        }
-        Ok(())
+        let count = |sql: &str| -> Result<i64, StoreError> {
+            Ok(self.conn().query_one(sql, &[])?.try_get(0)?)
+        };
+        crate::check_segmentation(
+            count(crate::DANGLING_LINKS_SQL)?,
+            count(crate::EMPTY_SEGMENTS_SQL)?,
+            &self.stats()?,
+        )
     }
 }
 
