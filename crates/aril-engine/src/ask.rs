@@ -345,7 +345,7 @@ impl Engine {
         let qv = self.embed_query(&query)?;
         let index = self.card_index(&request.filter.user_id)?;
         let chosen: Vec<Unit> = index
-            .dense(&request.filter, &qv, k * 2)
+            .dense(&request.filter, &qv, k * 2)?
             .into_iter()
             .map(|h| Unit::Card(CardId(h.id)))
             .collect();
@@ -598,7 +598,7 @@ impl Engine {
             let hits = |hits: Vec<aril_index::Hit>| -> Vec<CardId> {
                 hits.into_iter().map(|h| CardId(h.id)).collect()
             };
-            let dense = hits(index.dense(filter, &qv, per_list));
+            let dense = hits(index.dense(filter, &qv, per_list)?);
             // The user profile: the preference cards among the dense hits get a list of their
             // own, a second vote for "what do I like" questions (the paper's named weakness).
             let profile: Vec<CardId> = dense

@@ -1,36 +1,52 @@
-//! A user's current cards, searchable: dense over the cards' vectors (stored in the store with the
-//! cards; a card without one is embedded here and the vector stored), BM25 over their text,
-//! entities and topics in a memory-held tantivy index. Derived from the store on first use and
-//! dropped whenever the user's cards change (consolidation, deletion), so it never shows a card
-//! the store no longer has. Superseded cards are left out: recall shows what holds now.
+//! A user's current cards, searchable: dense over the cards' vectors (stored with the cards; a
+//! card without one is embedded here and the vector stored), BM25 over their text, entities and
+//! topics. With an embedded store both searches run over indexes held here (vectors in memory, a
+//! memory-held tantivy index); a store that searches itself (PostgreSQL) answers them, and only
+//! the cards and their vectors (for near-duplicate checks) are held here. Built on first use and
+//! rebuilt whenever the store's cards of the user change, whoever changed them
+//! ([`aril_store::Store::cards_generation`]), so it never shows a card the store no longer has.
+//! Superseded cards are left out: recall shows what holds now.
 
 use std::collections::HashMap;
 
 use aril_core::{Card, CardId, ScopeFilter};
 use aril_index::{Hit, LexicalIndex, VectorIndex, VectorSearch, Watermark};
-use aril_store::{UnitKind, UnitText, UnitVectors};
+use aril_store::{StoreSearch, UnitKind, UnitText, UnitVectors};
 
 use crate::{Engine, EngineError};
 
 pub(crate) struct CardIndex {
-    pub cards: HashMap<CardId, Card>,
+    cards: HashMap<CardId, Card>,
     vectors: VectorIndex,
-    lexical: LexicalIndex,
+    /// `None` when the store searches itself.
+    lexical: Option<LexicalIndex>,
+    /// The embedding model of the vectors.
+    model: String,
+    /// The store's [`aril_store::Store::cards_generation`] this was built at.
+    generation: (u64, i64),
 }
 
-/// What BM25 sees of a card: its text, entities and topics.
-fn lexical_text(card: &Card) -> String {
-    let mut text = card.text.clone();
-    for extra in card.entities.iter().chain(&card.topics) {
-        text.push(' ');
-        text.push_str(extra);
-    }
-    text
+/// A user's card index with the store's search beside it, for one query.
+pub(crate) struct CardsView<'a> {
+    pub cards: &'a HashMap<CardId, Card>,
+    index: &'a CardIndex,
+    search: Option<&'a dyn StoreSearch>,
 }
 
-impl CardIndex {
-    pub fn dense(&self, filter: &ScopeFilter, query: &[f32], k: usize) -> Vec<Hit> {
-        self.vectors.search(filter, query, k, &[UnitKind::Card])
+impl CardsView<'_> {
+    pub fn dense(
+        &self,
+        filter: &ScopeFilter,
+        query: &[f32],
+        k: usize,
+    ) -> Result<Vec<Hit>, EngineError> {
+        Ok(match self.search {
+            Some(search) => search.dense(&self.index.model, filter, query, k, UnitKind::Card)?,
+            None => self
+                .index
+                .vectors
+                .search(filter, query, k, &[UnitKind::Card]),
+        })
     }
 
     pub fn lexical(
@@ -39,23 +55,37 @@ impl CardIndex {
         query: &str,
         k: usize,
     ) -> Result<Vec<Hit>, EngineError> {
-        Ok(self.lexical.search(filter, query, k, &[UnitKind::Card])?)
+        match (self.search, &self.index.lexical) {
+            (Some(search), _) => Ok(search.lexical(filter, query, k, UnitKind::Card)?),
+            (None, Some(lexical)) => Ok(lexical.search(filter, query, k, &[UnitKind::Card])?),
+            (None, None) => Err(EngineError::NoIndex),
+        }
     }
 
     /// The best cosine between two cards' chunks (0 when either has no vector).
     pub fn similarity(&self, a: &CardId, b: &CardId) -> f32 {
-        self.vectors.similarity(&a.0, &b.0)
+        self.index.vectors.similarity(&a.0, &b.0)
     }
 }
 
 impl Engine {
-    /// The card index of a user, built when absent.
-    pub(crate) fn card_index(&mut self, user_id: &str) -> Result<&CardIndex, EngineError> {
-        if !self.card_indexes.contains_key(user_id) {
-            let index = self.build_card_index(user_id)?;
+    /// The card index of a user, built when absent or stale.
+    pub(crate) fn card_index(&mut self, user_id: &str) -> Result<CardsView<'_>, EngineError> {
+        let generation = self.store.cards_generation(user_id)?;
+        let fresh = self
+            .card_indexes
+            .get(user_id)
+            .is_some_and(|i| i.generation == generation);
+        if !fresh {
+            let index = self.build_card_index(user_id, generation)?;
             self.card_indexes.insert(user_id.to_string(), index);
         }
-        Ok(&self.card_indexes[user_id])
+        let index = &self.card_indexes[user_id];
+        Ok(CardsView {
+            cards: &index.cards,
+            index,
+            search: self.store.search(),
+        })
     }
 
     /// Forgets the card index of a user (its cards changed).
@@ -63,7 +93,11 @@ impl Engine {
         self.card_indexes.remove(user_id);
     }
 
-    fn build_card_index(&mut self, user_id: &str) -> Result<CardIndex, EngineError> {
+    fn build_card_index(
+        &mut self,
+        user_id: &str,
+        generation: (u64, i64),
+    ) -> Result<CardIndex, EngineError> {
         let cards = self.store.cards(&ScopeFilter::user(user_id), true)?;
         let model = self.embedder()?.name().to_string();
         let ids: Vec<CardId> = cards.iter().map(|c| c.id.clone()).collect();
@@ -93,24 +127,32 @@ impl Engine {
                 })
                 .collect(),
         );
-        let mut lexical = LexicalIndex::in_memory()?;
-        let units: Vec<UnitText> = cards
-            .iter()
-            .zip(0..)
-            .map(|(c, seq)| UnitText {
-                kind: UnitKind::Card,
-                id: c.id.0.clone(),
-                scope: c.scope.clone(),
-                text: lexical_text(c),
-                seq,
-            })
-            .collect();
-        lexical.add(&units, Watermark::default())?;
+        let lexical = match self.store.search() {
+            Some(_) => None,
+            None => {
+                let mut lexical = LexicalIndex::in_memory()?;
+                let units: Vec<UnitText> = cards
+                    .iter()
+                    .zip(0..)
+                    .map(|(c, seq)| UnitText {
+                        kind: UnitKind::Card,
+                        id: c.id.0.clone(),
+                        scope: c.scope.clone(),
+                        text: aril_store::card_lexical_text(c),
+                        seq,
+                    })
+                    .collect();
+                lexical.add(&units, Watermark::default())?;
+                Some(lexical)
+            }
+        };
         tracing::debug!(user_id, cards = cards.len(), "card index built");
         Ok(CardIndex {
             cards: cards.into_iter().map(|c| (c.id.clone(), c)).collect(),
             vectors,
             lexical,
+            model,
+            generation,
         })
     }
 }

@@ -11,9 +11,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use aril_core::{NewTurn, Role, Scope, Segment, SegmentId, Turn, TurnId, content_hash, tokens};
-use aril_segment::{Closed, OpenSegment, TurnInput};
+use aril_segment::{Closed, TurnInput};
 use aril_store::{
-    Embedding, OpenSegmentRecord, RevisionRecord, SegmentRecord, TurnRecord, WriteBatch,
+    Embedding, OpenRead, OpenSegmentRecord, RevisionRecord, SegmentRecord, StoreError, TurnRecord,
+    WriteBatch,
 };
 use chrono::Utc;
 use serde::Serialize;
@@ -52,6 +53,9 @@ pub struct IngestReport {
 }
 
 type ConversationKey = (String, String);
+
+/// Tries of one batch when other writers keep advancing its open segment first.
+const MAX_ATTEMPTS: usize = 50;
 
 impl Engine {
     /// Ingests turns (any mix of scopes and conversations, each conversation in order). Invalid
@@ -124,7 +128,7 @@ impl Engine {
                     break 'conversations;
                 }
                 let last = b + 1 == n_batches;
-                let step = self.ingest_batch(
+                let step = self.commit_batch(
                     &scope,
                     &conversation,
                     chunk,
@@ -149,14 +153,62 @@ impl Engine {
         Ok(report)
     }
 
-    /// Embeds, segments and commits one batch of one conversation's new turns, with the memory
-    /// versions those turns hold.
-    pub(crate) fn ingest_batch(
+    /// [`Engine::ingest_batch`], again from what the store holds when another writer advanced the
+    /// conversation's open segment first (a shared PostgreSQL store): the open segment is read
+    /// again, turns the other writer stored are dropped, and the batch is segmented anew. `open`
+    /// is the state the store holds afterwards.
+    pub(crate) fn commit_batch(
         &mut self,
         scope: &Scope,
         conversation: &str,
         chunk: &[(TurnId, NewTurn)],
-        open: &mut OpenSegment,
+        open: &mut OpenRead,
+        flush: bool,
+        revisions: Vec<RevisionRecord>,
+    ) -> Result<IngestReport, EngineError> {
+        let mut pending: Vec<(TurnId, NewTurn)> = chunk.to_vec();
+        let mut skipped = 0;
+        let mut attempt = 1;
+        loop {
+            let mut next = open.clone();
+            match self.ingest_batch(
+                scope,
+                conversation,
+                &pending,
+                &mut next,
+                flush,
+                revisions.clone(),
+            ) {
+                Ok(mut step) => {
+                    *open = next;
+                    step.turns_skipped += skipped;
+                    return Ok(step);
+                }
+                Err(EngineError::Store(StoreError::Conflict(what))) if attempt < MAX_ATTEMPTS => {
+                    tracing::debug!(%what, attempt, "another writer went first; segmenting again");
+                    *open = self.store.open_segment(scope, conversation)?;
+                    let ids: Vec<TurnId> = pending.iter().map(|(id, _)| id.clone()).collect();
+                    let stored = self.store.existing_turns(&ids)?;
+                    let before = pending.len();
+                    pending.retain(|(id, _)| !stored.contains(id));
+                    skipped += before - pending.len();
+                    std::thread::sleep(std::time::Duration::from_millis(5 * attempt as u64));
+                    attempt += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Embeds, segments and commits one batch of one conversation's new turns, with the memory
+    /// versions those turns hold. `open` is the open segment as read; it is advanced, and its
+    /// version raised, when the batch commits.
+    fn ingest_batch(
+        &mut self,
+        scope: &Scope,
+        conversation: &str,
+        chunk: &[(TurnId, NewTurn)],
+        open: &mut OpenRead,
         flush: bool,
         revisions: Vec<RevisionRecord>,
     ) -> Result<IngestReport, EngineError> {
@@ -179,7 +231,7 @@ impl Engine {
                 None
             };
             closed.extend(self.segmenter.push(
-                open,
+                &mut open.state,
                 TurnInput {
                     id: id.clone(),
                     session: t.session.clone(),
@@ -198,7 +250,7 @@ impl Engine {
             });
         }
         if flush {
-            closed.extend(self.segmenter.flush(open));
+            closed.extend(self.segmenter.flush(&mut open.state));
         }
         let segments = self.build_segments(scope, conversation, &closed, &turns)?;
         let (segments, segment_fresh) = self.segment_vectors(segments, &fresh)?;
@@ -210,14 +262,16 @@ impl Engine {
             open_segments: vec![OpenSegmentRecord {
                 scope: scope.clone(),
                 conversation: conversation.to_string(),
-                state: open.clone(),
+                state: open.state.clone(),
+                read_version: open.version,
             }],
             embeddings: fresh,
             revisions,
         };
         let committed = self.store.commit(batch)?;
+        open.version += 1;
         self.catch_up_lexical()?;
-        self.vectors.evict(&scope.user_id);
+        self.evict_vectors(&scope.user_id);
         Ok(IngestReport {
             turns_added: committed.turns_added,
             turns_skipped: committed.turns_skipped,
@@ -341,10 +395,10 @@ impl Engine {
         let mut closed = 0;
         for (scope, conversation) in keys {
             let mut open = self.store.open_segment(scope, conversation)?;
-            if open.is_empty() {
+            if open.state.is_empty() {
                 continue;
             }
-            let step = self.ingest_batch(scope, conversation, &[], &mut open, true, Vec::new())?;
+            let step = self.commit_batch(scope, conversation, &[], &mut open, true, Vec::new())?;
             closed += step.segments_closed;
         }
         Ok(closed)

@@ -106,21 +106,31 @@ impl StoreAt {
     }
 }
 
-/// An open data directory. One process at a time owns a directory.
+/// The indexes an engine derives beside an embedded store, in its data directory and memory. A
+/// store that searches itself (PostgreSQL) needs none: every process sharing it sees its index.
+struct LocalIndexes {
+    lexical: LexicalIndex,
+    vectors: VectorIndex,
+    /// One process owns the directory these live in.
+    _lock: lock::DirLock,
+}
+
+/// An open memory: a data directory with its embedded store, or a PostgreSQL store. One process
+/// at a time owns a data directory; any number share a PostgreSQL store.
 pub struct Engine {
     dir: PathBuf,
     at: StoreAt,
     config: Config,
     store: Box<dyn Store>,
-    lexical: LexicalIndex,
-    vectors: VectorIndex,
+    /// `Some` exactly when the store does not search itself ([`Store::search`] is `None`).
+    local: Option<LocalIndexes>,
     segmenter: Segmenter,
     embedder: Option<Arc<dyn Embedder>>,
-    /// Per user, built on first recall over cards; dropped when the user's cards change.
+    /// Per user, built on first recall over cards; rebuilt when the store's cards of the user
+    /// change (whoever changed them: [`Store::cards_generation`]).
     card_indexes: std::collections::HashMap<String, card_index::CardIndex>,
     /// The cross-encoder planned recall reorders each path with, when one is configured.
     reranker: Option<Arc<dyn aril_llm::Reranker>>,
-    _lock: lock::DirLock,
 }
 
 /// Counts describing a data directory.
@@ -186,23 +196,52 @@ impl Engine {
         embedder: Option<Arc<dyn Embedder>>,
     ) -> Result<Self, EngineError> {
         config.validate()?;
-        std::fs::create_dir_all(dir).map_err(|e| EngineError::Io {
-            what: format!("creating data directory {}", dir.display()),
-            source: e,
-        })?;
-        let lock = lock::DirLock::acquire(dir)?;
-        let store: Box<dyn Store> = match at {
-            StoreAt::Embedded => Box::new(SqliteStore::open(&dir.join(STORE_FILE))?),
-            StoreAt::Postgres(url) => Box::new(PgStore::open(url)?),
+        let (store, local): (Box<dyn Store>, Option<LocalIndexes>) = match at {
+            StoreAt::Embedded => {
+                std::fs::create_dir_all(dir).map_err(|e| EngineError::Io {
+                    what: format!("creating data directory {}", dir.display()),
+                    source: e,
+                })?;
+                let lock = lock::DirLock::acquire(dir)?;
+                let store = SqliteStore::open(&dir.join(STORE_FILE))?;
+                let lexical = Self::open_lexical(dir)?;
+                (
+                    Box::new(store),
+                    Some(LocalIndexes {
+                        lexical,
+                        vectors: VectorIndex::default(),
+                        _lock: lock,
+                    }),
+                )
+            }
+            // Nothing local: the database holds and searches everything.
+            StoreAt::Postgres(url) => (Box::new(PgStore::open(url)?), None),
         };
+        let mut engine = Self {
+            dir: dir.to_path_buf(),
+            at: at.clone(),
+            segmenter: Segmenter::new(config.segmenter.clone()),
+            config,
+            store,
+            local,
+            embedder,
+            card_indexes: Default::default(),
+            reranker: None,
+        };
+        engine.catch_up_indexes()?;
+        Ok(engine)
+    }
+
+    /// The data directory's lexical index. It is derived from the directory's own store: one an
+    /// older aril built from a PostgreSQL store (named in `store.at`) starts over.
+    fn open_lexical(dir: &Path) -> Result<LexicalIndex, EngineError> {
         let mut lexical = LexicalIndex::open(&dir.join(LEXICAL_DIR))?;
-        // The lexical index is derived from one store: pointed at another, it starts over.
         let mark = dir.join(STORE_MARK);
-        let this = at.describe();
+        let this = StoreAt::Embedded.describe();
         let before = std::fs::read_to_string(&mark).ok();
         if before.as_deref().map(str::trim) != Some(this.as_str()) {
-            if before.is_some() || !matches!(at, StoreAt::Embedded) {
-                tracing::info!(store = %this, "a new store for this data directory: rebuilding its lexical index");
+            if before.is_some() {
+                tracing::info!("the lexical index was built from another store: rebuilding it");
                 lexical.clear()?;
             }
             std::fs::write(&mark, format!("{this}\n")).map_err(|e| EngineError::Io {
@@ -210,23 +249,10 @@ impl Engine {
                 source: e,
             })?;
         }
-        let mut engine = Self {
-            dir: dir.to_path_buf(),
-            at: at.clone(),
-            segmenter: Segmenter::new(config.segmenter.clone()),
-            config,
-            store,
-            lexical,
-            vectors: VectorIndex::default(),
-            embedder,
-            card_indexes: Default::default(),
-            reranker: None,
-            _lock: lock,
-        };
-        engine.catch_up_indexes()?;
-        Ok(engine)
+        Ok(lexical)
     }
 
+    /// The data directory (a PostgreSQL store keeps nothing in it).
     pub fn dir(&self) -> &Path {
         &self.dir
     }
@@ -264,10 +290,13 @@ impl Engine {
     /// On open: rebuilds the lexical index when it holds more units than the store (a deletion
     /// interrupted between the two), then catches it up.
     fn catch_up_indexes(&mut self) -> Result<(), EngineError> {
+        let Some(local) = &mut self.local else {
+            return Ok(());
+        };
         let stats = self.store.stats()?;
-        if self.lexical.len() > stats.turns + stats.segments {
+        if local.lexical.len() > stats.turns + stats.segments {
             tracing::warn!("lexical index holds units the store lacks; rebuilding it");
-            self.lexical.clear()?;
+            local.lexical.clear()?;
         }
         self.catch_up_lexical()
     }
@@ -275,7 +304,10 @@ impl Engine {
     /// Adds to the lexical index the units committed after its watermark. Cost: proportional to
     /// what is new, so it runs after every ingest batch.
     fn catch_up_lexical(&mut self) -> Result<(), EngineError> {
-        let mark = self.lexical.watermark()?;
+        let Some(local) = &mut self.local else {
+            return Ok(());
+        };
+        let mark = local.lexical.watermark()?;
         let units = self.store.units_after(mark.turn_seq, mark.segment_seq)?;
         if !units.is_empty() {
             let mut next = mark;
@@ -286,19 +318,38 @@ impl Engine {
                     UnitKind::Card => {}
                 }
             }
-            self.lexical.add(&units, next)?;
+            local.lexical.add(&units, next)?;
         }
         Ok(())
     }
 
+    /// Forgets the in-memory vectors of a user (reloaded from the store on the next query).
+    fn evict_vectors(&mut self, user_id: &str) {
+        if let Some(local) = &mut self.local {
+            local.vectors.evict(user_id);
+        }
+    }
+
     /// Rebuilds the lexical index from the store and drops the in-memory vectors (reloaded from
-    /// the store on the next query). Returns the number of units indexed.
+    /// the store on the next query). Returns the number of units indexed. A store that searches
+    /// itself has nothing to rebuild: its units are counted.
     pub fn reindex(&mut self) -> Result<u64, EngineError> {
-        self.lexical.clear()?;
-        self.catch_up_indexes()?;
-        self.vectors = VectorIndex::default();
         self.card_indexes.clear();
-        Ok(self.lexical.len())
+        if let Some(local) = &mut self.local {
+            local.lexical.clear()?;
+            local.vectors = VectorIndex::default();
+        }
+        self.catch_up_indexes()?;
+        Ok(self.lexical_units(&self.store.stats()?))
+    }
+
+    /// Units BM25 finds: the local index's, or (a store that indexes in the commit that stores)
+    /// every turn and segment.
+    fn lexical_units(&self, stats: &StoreStats) -> u64 {
+        match &self.local {
+            Some(local) => local.lexical.len(),
+            None => stats.turns + stats.segments,
+        }
     }
 
     /// Store and index counts.
@@ -312,7 +363,7 @@ impl Engine {
         Ok(Stats {
             data_dir: self.dir.display().to_string(),
             backend: self.at.describe(),
-            lexical_units: self.lexical.len(),
+            lexical_units: self.lexical_units(&store),
             turns_per_segment,
             llm: self.store.llm_usage()?,
             store,
@@ -350,8 +401,10 @@ impl Engine {
     /// the embedding cache. An unknown scope is an error and changes nothing.
     pub fn delete(&mut self, filter: &ScopeFilter) -> Result<DeleteReport, EngineError> {
         let report = self.store.delete(filter)?;
-        self.lexical.delete(filter)?;
-        self.vectors.evict(&filter.user_id);
+        if let Some(local) = &mut self.local {
+            local.lexical.delete(filter)?;
+        }
+        self.evict_vectors(&filter.user_id);
         self.drop_card_index(&filter.user_id);
         Ok(report)
     }

@@ -121,7 +121,7 @@ impl Engine {
             version,
             turn: new_id.clone(),
         };
-        self.ingest_batch(
+        self.commit_batch(
             &scope,
             &conversation,
             &[(new_id.clone(), turn)],
@@ -137,7 +137,22 @@ impl Engine {
     }
 
     /// Deletes a memory with all its versions, everywhere: store, segments, indexes and cache.
+    /// When another writer advances an open segment holding the memory meanwhile (a shared
+    /// store), the deletion is prepared again from what the store then holds.
     pub fn delete_memory(&mut self, id: &TurnId) -> Result<DeleteReport, EngineError> {
+        let mut attempt = 1;
+        loop {
+            match self.try_delete_memory(id) {
+                Err(EngineError::Store(aril_store::StoreError::Conflict(what))) if attempt < 20 => {
+                    tracing::debug!(%what, attempt, "another writer went first; deleting again");
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn try_delete_memory(&mut self, id: &TurnId) -> Result<DeleteReport, EngineError> {
         let versions = self.store.memory_versions(id)?;
         if versions.is_empty() {
             return Err(EngineError::UnknownMemory(id.0.clone()));
@@ -162,12 +177,13 @@ impl Engine {
         }
         let mut open_segments = Vec::new();
         for (scope, conversation) in conversations {
-            let mut state = self.store.open_segment(&scope, &conversation)?;
-            if state.remove(&versions) {
+            let mut read = self.store.open_segment(&scope, &conversation)?;
+            if read.state.remove(&versions) {
                 open_segments.push(OpenSegmentRecord {
                     scope,
                     conversation,
-                    state,
+                    state: read.state,
+                    read_version: read.version,
                 });
             }
         }
@@ -183,10 +199,12 @@ impl Engine {
             .map(|t| t.0.as_str())
             .chain(holding.iter().map(|s| s.id.0.as_str()))
             .collect();
-        self.lexical.delete_units(&gone)?;
+        if let Some(local) = &mut self.local {
+            local.lexical.delete_units(&gone)?;
+        }
         self.catch_up_lexical()?;
         for t in &turns {
-            self.vectors.evict(&t.turn.scope.user_id);
+            self.evict_vectors(&t.turn.scope.user_id);
             // The rebuilt segments' cards went with them.
             self.drop_card_index(&t.turn.scope.user_id);
         }

@@ -164,20 +164,12 @@ impl Engine {
         query: &str,
         qv: &[f32],
     ) -> Result<Vec<Candidate>, EngineError> {
-        let embedder = self.embedder()?;
-        if !self.vectors.has_user(&filter.user_id) {
-            let units = self.store.unit_vectors(embedder.name(), &filter.user_id)?;
-            self.vectors.load_user(&filter.user_id, units);
-        }
-
+        let c = self.config.recall.candidates;
+        let dense_turns = self.dense_hits(filter, qv, c, UnitKind::Turn)?;
+        let dense_segments = self.dense_hits(filter, qv, c, UnitKind::Segment)?;
+        let lexical_turns = self.lexical_hits(filter, query, c, UnitKind::Turn)?;
+        let lexical_segments = self.lexical_hits(filter, query, c, UnitKind::Segment)?;
         let r = &self.config.recall;
-        let c = r.candidates;
-        let dense_turns = self.vectors.search(filter, qv, c, &[UnitKind::Turn]);
-        let dense_segments = self.vectors.search(filter, qv, c, &[UnitKind::Segment]);
-        let lexical_turns = self.lexical.search(filter, query, c, &[UnitKind::Turn])?;
-        let lexical_segments = self
-            .lexical
-            .search(filter, query, c, &[UnitKind::Segment])?;
         let ranked = |hits: &[Hit]| -> Vec<Ranked> {
             hits.iter()
                 .map(|h| (h.kind, h.id.clone()))
@@ -202,6 +194,45 @@ impl Engine {
             r.rrf_k,
         );
         self.resolve(&fused, &filter.user_id)
+    }
+
+    /// The `k` turns or segments nearest `qv` inside the filter: the store's search when it has
+    /// one, else the user's vectors held in memory (loaded from the store on first use).
+    pub(crate) fn dense_hits(
+        &mut self,
+        filter: &ScopeFilter,
+        qv: &[f32],
+        k: usize,
+        kind: UnitKind,
+    ) -> Result<Vec<Hit>, EngineError> {
+        let embedder = self.embedder()?;
+        match (self.store.search(), &mut self.local) {
+            (Some(search), _) => Ok(search.dense(embedder.name(), filter, qv, k, kind)?),
+            (None, Some(local)) => {
+                if !local.vectors.has_user(&filter.user_id) {
+                    let units = self.store.unit_vectors(embedder.name(), &filter.user_id)?;
+                    local.vectors.load_user(&filter.user_id, units);
+                }
+                Ok(local.vectors.search(filter, qv, k, &[kind]))
+            }
+            (None, None) => Err(EngineError::NoIndex),
+        }
+    }
+
+    /// The `k` turns or segments BM25 ranks best for `query` inside the filter: the store's
+    /// search when it has one, else the data directory's tantivy index.
+    pub(crate) fn lexical_hits(
+        &self,
+        filter: &ScopeFilter,
+        query: &str,
+        k: usize,
+        kind: UnitKind,
+    ) -> Result<Vec<Hit>, EngineError> {
+        match (self.store.search(), &self.local) {
+            (Some(search), _) => Ok(search.lexical(filter, query, k, kind)?),
+            (None, Some(local)) => Ok(local.lexical.search(filter, query, k, &[kind])?),
+            (None, None) => Err(EngineError::NoIndex),
+        }
     }
 
     /// A segment ranking turned into a turn ranking: every member turn takes its segment's rank.

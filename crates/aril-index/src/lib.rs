@@ -12,17 +12,7 @@ mod error;
 mod lexical;
 mod vector;
 
-use aril_store::UnitKind;
-use serde::Serialize;
-
+pub use aril_store::Hit;
 pub use error::IndexError;
 pub use lexical::{LexicalIndex, Watermark};
 pub use vector::{VectorIndex, VectorSearch};
-
-/// One unit found by an index, with the index's own score (higher is better).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Hit {
-    pub kind: UnitKind,
-    pub id: String,
-    pub score: f32,
-}

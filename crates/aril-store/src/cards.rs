@@ -3,7 +3,7 @@
 //! `cards_time` index) and event frame (`cards_segment`) — plus the consolidation queue and the
 //! encoder state. No LLM here: the indexes are built from what the encoder wrote.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use aril_core::{Card, CardId, CardKind, CardTime, Scope, ScopeFilter, SegmentId, TurnId};
 use rusqlite::{Connection, OptionalExtension, Transaction, params, params_from_iter};
@@ -35,6 +35,16 @@ pub(crate) fn span_end(t: &CardTime) -> Option<chrono::DateTime<chrono::Utc>> {
         "month" => months(1),
         _ => start.checked_add_signed(chrono::TimeDelta::days(1)),
     }
+}
+
+/// What BM25 sees of a card: its text, entities and topics (one index for both backends).
+pub fn lexical_text(card: &Card) -> String {
+    let mut text = card.text.clone();
+    for extra in card.entities.iter().chain(&card.topics) {
+        text.push(' ');
+        text.push_str(extra);
+    }
+    text
 }
 
 pub(crate) fn fold(s: &str) -> String {
@@ -122,11 +132,15 @@ pub(crate) fn commit(tx: &Transaction<'_>, batch: &CardBatch) -> Result<(), Stor
             |r| r.get(0),
         )
         .optional()?;
-    if queued.is_none() {
-        return Err(StoreError::Corrupt(format!(
-            "segment {} is not in the consolidation queue (deleted meanwhile?)",
-            batch.segment
-        )));
+    match queued.as_deref() {
+        None => {
+            return Err(StoreError::Corrupt(format!(
+                "segment {} is not in the consolidation queue (deleted meanwhile?)",
+                batch.segment
+            )));
+        }
+        Some("done") => return Err(already_done(&batch.segment)),
+        Some(_) => {}
     }
     check_batch(batch)?;
     insert(tx, &batch.cards)?;
@@ -146,8 +160,8 @@ pub(crate) fn commit(tx: &Transaction<'_>, batch: &CardBatch) -> Result<(), Stor
         ],
     )?;
     tx.execute(
-        "UPDATE consolidation SET status = 'done', reason = NULL, attempts = attempts + 1 \
-         WHERE segment_id = ?1",
+        "UPDATE consolidation SET status = 'done', reason = NULL, attempts = attempts + 1, \
+         claimed_until = NULL WHERE segment_id = ?1",
         [&batch.segment.0],
     )?;
     Ok(())
@@ -159,11 +173,64 @@ pub(crate) fn mark_failed(
     reason: &str,
 ) -> Result<(), StoreError> {
     conn.execute(
-        "UPDATE consolidation SET status = 'failed', reason = ?2, attempts = attempts + 1 \
-         WHERE segment_id = ?1",
+        "UPDATE consolidation SET status = 'failed', reason = ?2, attempts = attempts + 1, \
+         claimed_until = NULL WHERE segment_id = ?1",
         params![segment.0, reason],
     )?;
     Ok(())
+}
+
+/// The error for cards of a segment another encoder already wrote.
+pub(crate) fn already_done(segment: &SegmentId) -> StoreError {
+    StoreError::Conflict(format!(
+        "segment {segment}, whose cards are already written,"
+    ))
+}
+
+/// The statuses a claim may take: pending, and failed ones when retrying.
+pub(crate) fn claimable(retry_failed: bool) -> &'static str {
+    if retry_failed {
+        "('pending', 'failed')"
+    } else {
+        "('pending')"
+    }
+}
+
+/// Claims segments inside a transaction (SQLite has one writer, so a select then an update is
+/// atomic): see [`crate::Store::claim`].
+pub(crate) fn claim(
+    tx: &Transaction<'_>,
+    ids: Option<&[SegmentId]>,
+    limit: usize,
+    retry_failed: bool,
+    lease: std::time::Duration,
+) -> Result<Vec<SegmentId>, StoreError> {
+    let now = chrono::Utc::now().timestamp_millis();
+    let until = now.saturating_add(lease.as_millis().min(i64::MAX as u128) as i64);
+    let only: Option<HashSet<&str>> = ids.map(|ids| ids.iter().map(|i| i.0.as_str()).collect());
+    let mut stmt = tx.prepare(&format!(
+        "SELECT q.segment_id FROM consolidation q JOIN segments s ON s.id = q.segment_id \
+         WHERE q.status IN {} AND (q.claimed_until IS NULL OR q.claimed_until < ?1) \
+         ORDER BY s.seq",
+        claimable(retry_failed)
+    ))?;
+    let mut rows = stmt.query([now])?;
+    let mut claimed = Vec::new();
+    while claimed.len() < limit {
+        let Some(r) = rows.next()? else { break };
+        let id: String = r.get(0)?;
+        if only.as_ref().is_none_or(|o| o.contains(id.as_str())) {
+            claimed.push(SegmentId(id));
+        }
+    }
+    drop(rows);
+    drop(stmt);
+    let mut set =
+        tx.prepare("UPDATE consolidation SET claimed_until = ?2 WHERE segment_id = ?1")?;
+    for id in &claimed {
+        set.execute(params![id.0, until])?;
+    }
+    Ok(claimed)
 }
 
 pub(crate) fn queued(
@@ -171,14 +238,10 @@ pub(crate) fn queued(
     limit: usize,
     retry_failed: bool,
 ) -> Result<Vec<SegmentId>, StoreError> {
-    let statuses = if retry_failed {
-        "('pending', 'failed')"
-    } else {
-        "('pending')"
-    };
     let mut stmt = conn.prepare(&format!(
         "SELECT q.segment_id FROM consolidation q JOIN segments s ON s.id = q.segment_id \
-         WHERE q.status IN {statuses} ORDER BY s.seq LIMIT ?1"
+         WHERE q.status IN {} ORDER BY s.seq LIMIT ?1",
+        claimable(retry_failed)
     ))?;
     let ids = stmt
         .query_map([limit.min(i64::MAX as usize) as i64], |r| {

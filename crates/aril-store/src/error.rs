@@ -55,6 +55,11 @@ pub enum StoreError {
         found: i64,
         wanted: i64,
     },
+    #[error(
+        "another writer changed {0} while this write was prepared; nothing was written (read it \
+         again and retry)"
+    )]
+    Conflict(String),
     #[error("the schema migration failed: {0}")]
     Migration(String),
 }

@@ -22,6 +22,7 @@ use aril_segment::OpenSegment;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
+pub use cards::lexical_text as card_lexical_text;
 pub use error::StoreError;
 pub use postgres::{PG_SCHEMA_VERSION, PgStore, redact as redact_url};
 pub use schema::SCHEMA_VERSION;
@@ -59,12 +60,24 @@ pub struct TurnRecord {
     pub text_hash: String,
 }
 
-/// The open segment of one conversation.
+/// The open segment of one conversation, as a write replaces it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OpenSegmentRecord {
     pub scope: Scope,
     pub conversation: String,
     pub state: OpenSegment,
+    /// The version the writer read ([`OpenRead::version`]): the write applies only if the store
+    /// still holds that version, else the whole batch fails with [`StoreError::Conflict`] (another
+    /// writer advanced the segment meanwhile) and nothing is written.
+    pub read_version: i64,
+}
+
+/// A conversation's open segment as read, with its version (0: none stored yet). Every write of
+/// the open segment raises the version by one, so two writers never both advance the same state.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OpenRead {
+    pub state: OpenSegment,
+    pub version: i64,
 }
 
 /// Everything one step of ingest writes, applied all-or-nothing.
@@ -170,6 +183,40 @@ pub struct TurnDeletion {
     pub embeddings: Vec<Embedding>,
     /// Open segments that held any of the turns, without them.
     pub open_segments: Vec<OpenSegmentRecord>,
+}
+
+/// One unit found by a search, with the search's own score (higher is better).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Hit {
+    pub kind: UnitKind,
+    pub id: String,
+    pub score: f32,
+}
+
+/// Search inside the store, for a backend that indexes what it stores itself (PostgreSQL:
+/// pgvector HNSW over chunk rows, BM25 over `tsvector` columns), so every process sharing the
+/// store sees the same index the moment a write commits. The embedded store has none: the engine
+/// keeps derived indexes beside it ([`Store::search`] returns `None`).
+pub trait StoreSearch {
+    /// The `k` units of `kind` inside the filter whose best chunk vector under `model` is nearest
+    /// `query` (cosine), best first. Cards: current ones only (none a newer card supersedes).
+    fn dense(
+        &self,
+        model: &str,
+        filter: &ScopeFilter,
+        query: &[f32],
+        k: usize,
+        kind: UnitKind,
+    ) -> Result<Vec<Hit>, StoreError>;
+    /// The `k` units of `kind` inside the filter with the best BM25 score (k1 = 1.2, b = 0.75,
+    /// statistics over the filter's units of that kind) for the words of `query`, best first.
+    fn lexical(
+        &self,
+        filter: &ScopeFilter,
+        query: &str,
+        k: usize,
+        kind: UnitKind,
+    ) -> Result<Vec<Hit>, StoreError>;
 }
 
 /// What a committed batch added.
@@ -316,6 +363,15 @@ pub(crate) fn check_segmentation(
     Ok(())
 }
 
+/// An open segment as a conflict names it: `the open segment of conversation "c" (user "u")`.
+pub(crate) fn describe_open(rec: &OpenSegmentRecord) -> String {
+    format!(
+        "the open segment of conversation {:?} ({})",
+        rec.conversation,
+        describe_filter(&rec.scope.as_filter())
+    )
+}
+
 /// A scope filter as messages name it: `user "u", agent "a", run "r"`.
 pub(crate) fn describe_filter(filter: &ScopeFilter) -> String {
     format!(
@@ -339,9 +395,10 @@ pub(crate) fn describe_filter(filter: &ScopeFilter) -> String {
 pub trait Store: Send {
     /// Which of `ids` are already stored.
     fn existing_turns(&self, ids: &[TurnId]) -> Result<HashSet<TurnId>, StoreError>;
-    /// The open segment of a conversation (empty if none).
-    fn open_segment(&self, scope: &Scope, conversation: &str) -> Result<OpenSegment, StoreError>;
-    /// Applies a batch atomically and durably.
+    /// The open segment of a conversation (empty, version 0, if none).
+    fn open_segment(&self, scope: &Scope, conversation: &str) -> Result<OpenRead, StoreError>;
+    /// Applies a batch atomically and durably; [`StoreError::Conflict`] (and nothing written) when
+    /// an open segment's version is no longer the one the batch read.
     fn commit(&mut self, batch: WriteBatch) -> Result<CommitReport, StoreError>;
     /// Turns by id, in the order asked; unknown ids are left out.
     fn turns(&self, ids: &[TurnId]) -> Result<Vec<Turn>, StoreError>;
@@ -381,6 +438,21 @@ pub trait Store: Send {
         limit: usize,
         retry_failed: bool,
     ) -> Result<Vec<SegmentId>, StoreError>;
+    /// Claims queued segments for one encoder for `lease`: among `ids` (or, with `None`, the
+    /// oldest queued ones, failed ones too with `retry_failed`), at most `limit` that no other
+    /// claim holds (a claim ends with the segment's cards, its failure, [`Store::release`], or the
+    /// lease running out). Returns what it claimed, oldest first. Two processes never hold a claim
+    /// on the same segment, so no segment is encoded twice at once.
+    fn claim(
+        &mut self,
+        ids: Option<&[SegmentId]>,
+        limit: usize,
+        retry_failed: bool,
+        lease: std::time::Duration,
+    ) -> Result<Vec<SegmentId>, StoreError>;
+    /// Ends a claim without an outcome (the encoder could not be reached): the segment is queued
+    /// for anyone again.
+    fn release(&mut self, segment: &SegmentId) -> Result<(), StoreError>;
     /// Stores a segment's cards, their index entries and supersessions, the conversation's
     /// encoder state, and marks the segment done — one transaction.
     fn commit_cards(&mut self, batch: CardBatch) -> Result<(), StoreError>;
@@ -444,4 +516,12 @@ pub trait Store: Send {
     fn api_keys(&self) -> Result<Vec<ApiKeyRecord>, StoreError>;
     /// Checks the file and the links between tables; the error says what is wrong.
     fn check_integrity(&self) -> Result<(), StoreError>;
+    /// A fingerprint of a user's cards (their number and newest store order): it changes with
+    /// every card written or deleted, by this process or any other, so a cache of the cards can
+    /// tell it is stale with one small query.
+    fn cards_generation(&self, user_id: &str) -> Result<(u64, i64), StoreError>;
+    /// The store's own search, if it indexes what it stores ([`StoreSearch`]).
+    fn search(&self) -> Option<&dyn StoreSearch> {
+        None
+    }
 }

@@ -5,12 +5,14 @@
 //! Version history: 1 = turns, segments, open segments, embeddings, API keys; 2 = `revisions`
 //! (memory versions); 3 = cards with their structured indexes, the consolidation queue and the
 //! encoder's state; 4 = `card_vectors` (cards' embeddings, gone with their card) and `llm_calls`
-//! (token accounting); 5 = o200k token counts in `llm_calls` (empty for older calls). Opening an
+//! (token accounting); 5 = o200k token counts in `llm_calls` (empty for older calls); 6 = a version
+//! on each open segment (a write must find the version it read) and a claim lease on each queued
+//! segment (`consolidation.claimed_until`, Unix milliseconds). Opening an
 //! older file upgrades it in place (the new tables start empty, and before 3 its segments are
 //! queued for consolidation).
 
 /// The schema this build reads and writes. A store with a higher version is refused.
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 pub(crate) const SCHEMA: &str = r#"
 CREATE TABLE IF NOT EXISTS meta (
@@ -64,6 +66,8 @@ CREATE TABLE IF NOT EXISTS open_segments (
     run_id       TEXT NOT NULL,
     conversation TEXT NOT NULL,
     state        TEXT NOT NULL,
+    -- Raised by every write; a write names the version it read (optimistic concurrency).
+    version      INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (user_id, agent_id, run_id, conversation)
 );
 CREATE TABLE IF NOT EXISTS embeddings (
@@ -90,7 +94,9 @@ CREATE TABLE IF NOT EXISTS consolidation (
     segment_id TEXT PRIMARY KEY REFERENCES segments (id) ON DELETE CASCADE,
     status     TEXT NOT NULL CHECK (status IN ('pending', 'done', 'failed')),
     reason     TEXT,
-    attempts   INTEGER NOT NULL DEFAULT 0
+    attempts   INTEGER NOT NULL DEFAULT 0,
+    -- While an encoder holds the segment: when its claim lapses (Unix ms).
+    claimed_until INTEGER
 );
 CREATE INDEX IF NOT EXISTS consolidation_status ON consolidation (status);
 -- Cards die with the segment they came from (its event frame): a deletion that touches a segment

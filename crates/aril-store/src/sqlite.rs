@@ -15,8 +15,8 @@ use rusqlite::{Connection, OptionalExtension, Row, Transaction, params, params_f
 use crate::schema::{SCHEMA, SCHEMA_VERSION};
 use crate::{
     ApiKeyRecord, CardBatch, CardLookup, CardVectors, CommitReport, DeleteReport, Embedding,
-    LlmCall, LlmUsage, Store, StoreError, StoreStats, StoredChunk, TurnDeletion, UnitKind,
-    UnitText, UnitVectors, WriteBatch, accounting, cards, codec,
+    LlmCall, LlmUsage, OpenRead, Store, StoreError, StoreStats, StoredChunk, TurnDeletion,
+    UnitKind, UnitText, UnitVectors, WriteBatch, accounting, cards, codec,
 };
 
 /// SQLite allows 32766 bound parameters; stay well below.
@@ -75,6 +75,14 @@ impl SqliteStore {
             conn.execute_batch(
                 "ALTER TABLE llm_calls ADD COLUMN prompt_o200k INTEGER;
                  ALTER TABLE llm_calls ADD COLUMN completion_o200k INTEGER;",
+            )
+            .map_err(open_err)?;
+        }
+        if found.is_some_and(|v| v < 6) {
+            // Version 6 added open-segment versions and consolidation claims.
+            conn.execute_batch(
+                "ALTER TABLE open_segments ADD COLUMN version INTEGER NOT NULL DEFAULT 0;
+                 ALTER TABLE consolidation ADD COLUMN claimed_until INTEGER;",
             )
             .map_err(open_err)?;
         }
@@ -297,21 +305,34 @@ fn write_batch(tx: &Transaction<'_>, batch: &WriteBatch) -> Result<CommitReport,
             }
         }
     }
-    let mut upsert_open = tx.prepare_cached(
-        "INSERT INTO open_segments (user_id, agent_id, run_id, conversation, state) \
-             VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (user_id, agent_id, run_id, conversation) \
-             DO UPDATE SET state = excluded.state",
+    // Version 0 read: the row may be absent (insert) or still at 0; else it must be at the
+    // version read. Anything else is another writer's work: the batch fails whole.
+    let mut insert_open = tx.prepare_cached(
+        "INSERT INTO open_segments (user_id, agent_id, run_id, conversation, state, version) \
+             VALUES (?1, ?2, ?3, ?4, ?5, 1) ON CONFLICT (user_id, agent_id, run_id, conversation) \
+             DO UPDATE SET state = excluded.state, version = 1 WHERE open_segments.version = 0",
+    )?;
+    let mut update_open = tx.prepare_cached(
+        "UPDATE open_segments SET state = ?5, version = ?6 + 1 WHERE user_id = ?1 \
+             AND agent_id = ?2 AND run_id = ?3 AND conversation = ?4 AND version = ?6",
     )?;
     for rec in &batch.open_segments {
         let state = serde_json::to_string(&rec.state)
             .map_err(|e| StoreError::Corrupt(format!("open segment state: {e}")))?;
-        upsert_open.execute(params![
-            rec.scope.user_id,
+        let key = (
+            &rec.scope.user_id,
             rec.scope.agent_id.as_deref().unwrap_or(""),
             rec.scope.run_id.as_deref().unwrap_or(""),
-            rec.conversation,
-            state
-        ])?;
+            &rec.conversation,
+        );
+        let n = if rec.read_version == 0 {
+            insert_open.execute(params![key.0, key.1, key.2, key.3, state])?
+        } else {
+            update_open.execute(params![key.0, key.1, key.2, key.3, state, rec.read_version])?
+        };
+        if n != 1 {
+            return Err(StoreError::Conflict(crate::describe_open(rec)));
+        }
     }
     let mut insert_embedding = tx.prepare_cached(
         "INSERT OR IGNORE INTO embeddings (model, text_hash, pieces, chunks) \
@@ -406,12 +427,28 @@ impl Store for SqliteStore {
         Ok(found.into_iter().collect())
     }
 
-    fn open_segment(&self, scope: &Scope, conversation: &str) -> Result<OpenSegment, StoreError> {
-        let state = conversation_state(&self.conn, "open_segments", scope, conversation)?;
-        match state {
-            None => Ok(OpenSegment::default()),
-            Some(s) => serde_json::from_str(&s)
-                .map_err(|e| StoreError::Corrupt(format!("open segment state: {e}"))),
+    fn open_segment(&self, scope: &Scope, conversation: &str) -> Result<OpenRead, StoreError> {
+        let row: Option<(String, i64)> = self
+            .conn
+            .query_row(
+                "SELECT state, version FROM open_segments WHERE user_id = ?1 AND agent_id = ?2 \
+                 AND run_id = ?3 AND conversation = ?4",
+                params![
+                    scope.user_id,
+                    scope.agent_id.as_deref().unwrap_or(""),
+                    scope.run_id.as_deref().unwrap_or(""),
+                    conversation
+                ],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?;
+        match row {
+            None => Ok(OpenRead::default()),
+            Some((s, version)) => Ok(OpenRead {
+                state: serde_json::from_str(&s)
+                    .map_err(|e| StoreError::Corrupt(format!("open segment state: {e}")))?,
+                version,
+            }),
         }
     }
 
@@ -843,6 +880,35 @@ impl Store for SqliteStore {
         retry_failed: bool,
     ) -> Result<Vec<SegmentId>, StoreError> {
         cards::queued(&self.conn, limit, retry_failed)
+    }
+
+    fn claim(
+        &mut self,
+        ids: Option<&[SegmentId]>,
+        limit: usize,
+        retry_failed: bool,
+        lease: std::time::Duration,
+    ) -> Result<Vec<SegmentId>, StoreError> {
+        let tx = self.conn.transaction()?;
+        let claimed = cards::claim(&tx, ids, limit, retry_failed, lease)?;
+        tx.commit()?;
+        Ok(claimed)
+    }
+
+    fn release(&mut self, segment: &SegmentId) -> Result<(), StoreError> {
+        self.conn.execute(
+            "UPDATE consolidation SET claimed_until = NULL WHERE segment_id = ?1",
+            [&segment.0],
+        )?;
+        Ok(())
+    }
+
+    fn cards_generation(&self, user_id: &str) -> Result<(u64, i64), StoreError> {
+        Ok(self.conn.query_row(
+            "SELECT COUNT(*), COALESCE(MAX(seq), 0) FROM cards WHERE user_id = ?1",
+            [user_id],
+            |r| Ok((r.get::<_, i64>(0)? as u64, r.get(1)?)),
+        )?)
     }
 
     fn commit_cards(&mut self, batch: CardBatch) -> Result<(), StoreError> {

@@ -51,6 +51,8 @@ aril_store::conformance!(
     a_failed_segment_waits_for_a_retry_and_a_deleted_one_cannot_take_cards,
     llm_calls_are_summed_by_purpose_and_model_and_survive_reopen,
     api_keys_are_kept_with_their_grant,
+    claims_are_exclusive_and_end_with_cards_a_failure_or_a_release,
+    a_store_that_searches_itself_finds_by_vector_and_by_word_and_forgets_deleted_units,
 );
 
 fn turn(user: &str, n: usize) -> TurnRecord {
@@ -207,15 +209,37 @@ fn open_segments_persist_per_conversation(place: &Place) {
                 open_segments: vec![aril_store::OpenSegmentRecord {
                     scope: scope.clone(),
                     conversation: "c".into(),
-                    state: open,
+                    state: open.clone(),
+                    read_version: 0,
                 }],
                 ..Default::default()
             })
             .unwrap();
+        // A second writer that read the conversation before the first one committed loses:
+        // nothing of its batch is written.
+        let late = turn("u", 2);
+        let err = store
+            .commit(WriteBatch {
+                turns: vec![late.clone()],
+                open_segments: vec![aril_store::OpenSegmentRecord {
+                    scope: scope.clone(),
+                    conversation: "c".into(),
+                    state: open,
+                    read_version: 0,
+                }],
+                ..Default::default()
+            })
+            .unwrap_err();
+        assert!(matches!(err, StoreError::Conflict(_)), "{err}");
+        assert!(store.existing_turns(&[late.turn.id]).unwrap().is_empty());
     }
     let store = place.open();
-    assert_eq!(store.open_segment(&scope, "c").unwrap().turn_ids().len(), 1);
-    assert!(store.open_segment(&scope, "other").unwrap().is_empty());
+    let read = store.open_segment(&scope, "c").unwrap();
+    assert_eq!(read.state.turn_ids().len(), 1);
+    assert_eq!(read.version, 1);
+    let other = store.open_segment(&scope, "other").unwrap();
+    assert!(other.state.is_empty());
+    assert_eq!(other.version, 0);
     store.check_integrity().unwrap();
 }
 
@@ -533,6 +557,136 @@ fn a_failed_segment_waits_for_a_retry_and_a_deleted_one_cannot_take_cards(place:
     assert_eq!(store.stats().unwrap().cards, 0);
 }
 
+fn claims_are_exclusive_and_end_with_cards_a_failure_or_a_release(place: &Place) {
+    use std::time::Duration;
+    let mut a = place.open();
+    let mut b = place.open();
+    let turns_u = fill(&mut *a, "u");
+    let turns_v = fill(&mut *a, "v");
+    let seg_u = segment("u", &turns_u.iter().collect::<Vec<_>>());
+    let seg_v = segment("v", &turns_v.iter().collect::<Vec<_>>());
+    let minute = Duration::from_secs(60);
+    // One claimer takes the oldest; another, on its own connection, gets the next, then nothing.
+    assert_eq!(
+        a.claim(None, 1, false, minute).unwrap(),
+        vec![seg_u.segment.id.clone()]
+    );
+    assert_eq!(
+        b.claim(None, 5, false, minute).unwrap(),
+        vec![seg_v.segment.id.clone()]
+    );
+    assert!(a.claim(None, 5, false, minute).unwrap().is_empty());
+    // Claiming by id takes only what is free.
+    let both = [seg_u.segment.id.clone(), seg_v.segment.id.clone()];
+    assert!(b.claim(Some(&both), 5, false, minute).unwrap().is_empty());
+    // A release hands the segment to anyone again.
+    b.release(&seg_v.segment.id).unwrap();
+    assert_eq!(
+        a.claim(Some(&both), 5, false, minute).unwrap(),
+        vec![seg_v.segment.id.clone()]
+    );
+    // Cards end the claim for good; a second writer of the same segment's cards is refused.
+    b.commit_cards(first_card_batch(&seg_u, &turns_u)).unwrap();
+    let again = a
+        .commit_cards(first_card_batch(&seg_u, &turns_u))
+        .unwrap_err();
+    assert!(matches!(again, StoreError::Conflict(_)), "{again}");
+    assert_eq!(a.stats().unwrap().cards, 1);
+    // A failure ends it too; retrying claims failed segments.
+    a.mark_failed(&seg_v.segment.id, "unusable reply").unwrap();
+    assert!(b.claim(None, 5, false, minute).unwrap().is_empty());
+    assert_eq!(
+        b.claim(None, 5, true, minute).unwrap(),
+        vec![seg_v.segment.id.clone()]
+    );
+    // A lease that ran out frees the segment without a release.
+    b.release(&seg_v.segment.id).unwrap();
+    assert_eq!(a.claim(None, 5, true, Duration::ZERO).unwrap().len(), 1);
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(b.claim(None, 5, true, minute).unwrap().len(), 1);
+}
+
+fn a_store_that_searches_itself_finds_by_vector_and_by_word_and_forgets_deleted_units(
+    place: &Place,
+) {
+    let mut store = place.open();
+    let turns = fill(&mut *store, "u");
+    fill(&mut *store, "v");
+    let Some(search) = store.search() else {
+        // The embedded store has no search of its own: the engine indexes beside it.
+        assert!(matches!(place, Place::Sqlite(_)));
+        return;
+    };
+    let u = ScopeFilter::user("u");
+    // Every unit of the fixture has the vector [1, 0] under model "m".
+    let dense = search
+        .dense("m", &u, &[1.0, 0.0], 10, aril_store::UnitKind::Turn)
+        .unwrap();
+    assert_eq!(dense.len(), 3, "{dense:?}");
+    assert!(dense.iter().all(|h| (h.score - 1.0).abs() < 1e-5));
+    assert!(
+        search
+            .dense(
+                "other-model",
+                &u,
+                &[1.0, 0.0],
+                10,
+                aril_store::UnitKind::Turn
+            )
+            .unwrap()
+            .is_empty()
+    );
+    let segments = search
+        .dense("m", &u, &[1.0, 0.0], 10, aril_store::UnitKind::Segment)
+        .unwrap();
+    assert_eq!(segments.len(), 1);
+    // BM25: the turn with the rare word first; words of another user's turns are not found.
+    let lexical = search
+        .lexical(
+            &u,
+            "what was number 2 about",
+            10,
+            aril_store::UnitKind::Turn,
+        )
+        .unwrap();
+    assert_eq!(
+        lexical.first().map(|h| h.id.as_str()),
+        Some(turns[1].turn.id.0.as_str())
+    );
+    assert!(
+        search
+            .lexical(&u, "unheard-of words", 10, aril_store::UnitKind::Turn)
+            .unwrap()
+            .is_empty()
+    );
+    let segment_hits = search
+        .lexical(&u, "number", 10, aril_store::UnitKind::Segment)
+        .unwrap();
+    assert_eq!(segment_hits.len(), 1);
+    store.delete(&u).unwrap();
+    let search = store.search().unwrap();
+    assert!(
+        search
+            .dense("m", &u, &[1.0, 0.0], 10, aril_store::UnitKind::Turn)
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        search
+            .lexical(&u, "number", 10, aril_store::UnitKind::Turn)
+            .unwrap()
+            .is_empty()
+    );
+    let v = ScopeFilter::user("v");
+    assert_eq!(
+        search
+            .dense("m", &v, &[1.0, 0.0], 10, aril_store::UnitKind::Turn)
+            .unwrap()
+            .len(),
+        3
+    );
+}
+
 fn call(purpose: &str, prompt: u64, local: bool) -> aril_store::LlmCall {
     aril_store::LlmCall {
         at: Utc::now(),
@@ -675,6 +829,8 @@ fn sqlite_upgrades_a_version_4_file_and_keeps_its_calls() {
     conn.execute_batch(
         "ALTER TABLE llm_calls DROP COLUMN prompt_o200k;
          ALTER TABLE llm_calls DROP COLUMN completion_o200k;
+         ALTER TABLE open_segments DROP COLUMN version;
+         ALTER TABLE consolidation DROP COLUMN claimed_until;
          UPDATE meta SET value = '4' WHERE key = 'schema_version';",
     )
     .unwrap();
@@ -687,6 +843,15 @@ fn sqlite_upgrades_a_version_4_file_and_keeps_its_calls() {
     assert_eq!(
         (usage[1].calls, usage[1].o200k_calls, usage[1].prompt_o200k),
         (1, 1, 4)
+    );
+    // The columns of version 6 are there too.
+    let scope = Scope::user("u").unwrap();
+    assert_eq!(store.open_segment(&scope, "c").unwrap().version, 0);
+    assert!(
+        store
+            .claim(None, 1, false, std::time::Duration::from_secs(1))
+            .unwrap()
+            .is_empty()
     );
 }
 

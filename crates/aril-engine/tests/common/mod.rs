@@ -51,6 +51,29 @@ impl Place {
         .unwrap()
     }
 
+    /// An engine on the same store with a data directory of its own (another process of a
+    /// scaled-out service). Only a shared store has one.
+    #[allow(dead_code)]
+    pub fn open_elsewhere(&self) -> Engine {
+        let dir = tempfile::tempdir().unwrap();
+        let engine =
+            Engine::open_at(dir.path(), &self.at, Config::default(), Some(embedder())).unwrap();
+        // Nothing of a shared store lives in the directory.
+        assert_eq!(
+            std::fs::read_dir(dir.path())
+                .map(|d| d.count())
+                .unwrap_or(0),
+            0
+        );
+        engine
+    }
+
+    /// Whether several engines may open this store at once (PostgreSQL).
+    #[allow(dead_code)]
+    pub fn shared(&self) -> bool {
+        matches!(self.at, StoreAt::Postgres(_))
+    }
+
     /// The data directory (not every test binary looks inside it).
     #[allow(dead_code)]
     pub fn dir(&self) -> &std::path::Path {

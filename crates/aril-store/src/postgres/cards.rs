@@ -9,7 +9,7 @@ use postgres::types::ToSql;
 use postgres::{GenericClient, Transaction};
 
 use super::{filter_clause, params, scope_at};
-use crate::cards::{check_batch, fold, kind_text, parse_kind, span_end};
+use crate::cards::{check_batch, claimable, fold, kind_text, parse_kind, span_end};
 use crate::{CardBatch, CardLookup, CardVectors, StoreError, codec};
 
 pub(super) fn queued(
@@ -17,19 +17,50 @@ pub(super) fn queued(
     limit: usize,
     retry_failed: bool,
 ) -> Result<Vec<SegmentId>, StoreError> {
-    let statuses = if retry_failed {
-        "('pending', 'failed')"
-    } else {
-        "('pending')"
-    };
     let rows = client.query(
         &format!(
             "SELECT q.segment_id FROM consolidation q JOIN segments s ON s.id = q.segment_id \
-             WHERE q.status IN {statuses} ORDER BY s.seq LIMIT $1"
+             WHERE q.status IN {} ORDER BY s.seq LIMIT $1",
+            claimable(retry_failed)
         ),
         &[&(limit.min(i64::MAX as usize) as i64)],
     )?;
     Ok(rows.iter().map(|r| SegmentId(r.get(0))).collect())
+}
+
+/// Claims segments for one encoder (see [`crate::Store::claim`]): rows another transaction is
+/// claiming are skipped, not waited for (`FOR UPDATE SKIP LOCKED`), so concurrent claimers never
+/// take the same segment.
+pub(super) fn claim(
+    tx: &mut Transaction<'_>,
+    ids: Option<&[SegmentId]>,
+    limit: usize,
+    retry_failed: bool,
+    lease: std::time::Duration,
+) -> Result<Vec<SegmentId>, StoreError> {
+    let only: Option<Vec<String>> = ids.map(|ids| ids.iter().map(|i| i.0.clone()).collect());
+    let lease_ms = lease.as_millis().min(i64::MAX as u128) as i64;
+    let limit = limit.min(i64::MAX as usize) as i64;
+    let rows = tx.query(
+        &format!(
+            "WITH picked AS (SELECT q.segment_id, s.seq FROM consolidation q \
+                 JOIN segments s ON s.id = q.segment_id \
+                 WHERE q.status IN {} AND (q.claimed_until IS NULL OR q.claimed_until < now()) \
+                 AND ($1::TEXT[] IS NULL OR q.segment_id = ANY($1)) \
+                 ORDER BY s.seq LIMIT $2 FOR UPDATE OF q SKIP LOCKED) \
+             UPDATE consolidation c SET claimed_until = now() + $3 * interval '1 millisecond' \
+             FROM picked WHERE c.segment_id = picked.segment_id \
+             RETURNING c.segment_id, picked.seq",
+            claimable(retry_failed)
+        ),
+        &[&only, &limit, &(lease_ms as f64)],
+    )?;
+    let mut claimed: Vec<(i64, SegmentId)> = rows
+        .iter()
+        .map(|r| (r.get(1), SegmentId(r.get(0))))
+        .collect();
+    claimed.sort();
+    Ok(claimed.into_iter().map(|(_, id)| id).collect())
 }
 
 /// Inserts cards with their index rows and supersessions; a card whose id exists is left alone.
@@ -82,7 +113,7 @@ pub(super) fn insert(tx: &mut Transaction<'_>, cards: &[Card]) -> Result<(), Sto
             tx.execute(&supersede, &[&c.id.0, &old.0])?;
         }
     }
-    Ok(())
+    super::search::index_cards(tx, cards)
 }
 
 pub(super) fn commit(tx: &mut Transaction<'_>, batch: &CardBatch) -> Result<(), StoreError> {
@@ -90,11 +121,16 @@ pub(super) fn commit(tx: &mut Transaction<'_>, batch: &CardBatch) -> Result<(), 
         "SELECT status FROM consolidation WHERE segment_id = $1 FOR UPDATE",
         &[&batch.segment.0],
     )?;
-    if queued.is_none() {
-        return Err(StoreError::Corrupt(format!(
-            "segment {} is not in the consolidation queue (deleted meanwhile?)",
-            batch.segment
-        )));
+    let status: Option<String> = queued.map(|r| r.get(0));
+    match status.as_deref() {
+        None => {
+            return Err(StoreError::Corrupt(format!(
+                "segment {} is not in the consolidation queue (deleted meanwhile?)",
+                batch.segment
+            )));
+        }
+        Some("done") => return Err(crate::cards::already_done(&batch.segment)),
+        Some(_) => {}
     }
     check_batch(batch)?;
     insert(tx, &batch.cards)?;
@@ -112,8 +148,8 @@ pub(super) fn commit(tx: &mut Transaction<'_>, batch: &CardBatch) -> Result<(), 
         ],
     )?;
     tx.execute(
-        "UPDATE consolidation SET status = 'done', reason = NULL, attempts = attempts + 1 \
-         WHERE segment_id = $1",
+        "UPDATE consolidation SET status = 'done', reason = NULL, attempts = attempts + 1, \
+         claimed_until = NULL WHERE segment_id = $1",
         &[&batch.segment.0],
     )?;
     Ok(())
@@ -234,8 +270,33 @@ pub(super) fn put_vectors(
          SELECT $1::TEXT, $2::TEXT, $3::BYTEA WHERE EXISTS (SELECT 1 FROM cards WHERE id = $1) \
          ON CONFLICT (card_id, model) DO UPDATE SET chunks = excluded.chunks",
     )?;
+    let mut rows = Vec::with_capacity(vectors.len());
+    let scopes = card_scopes(tx, vectors)?;
     for v in vectors {
         tx.execute(&row, &[&v.card.0, &v.model, &codec::encode(&v.chunks)])?;
+        if let Some(scope) = scopes.get(&v.card.0) {
+            rows.push(super::search::ChunkRows {
+                id: &v.card.0,
+                scope,
+                model: &v.model,
+                chunks: &v.chunks,
+            });
+        }
     }
-    Ok(())
+    super::search::put_chunks(tx, crate::UnitKind::Card, &rows)
+}
+
+/// The scopes of the stored cards among those the vectors name.
+fn card_scopes(
+    tx: &mut Transaction<'_>,
+    vectors: &[CardVectors],
+) -> Result<HashMap<String, aril_core::Scope>, StoreError> {
+    let ids: Vec<String> = vectors.iter().map(|v| v.card.0.clone()).collect();
+    tx.query(
+        "SELECT id, user_id, agent_id, run_id FROM cards WHERE id = ANY($1)",
+        &[&ids],
+    )?
+    .iter()
+    .map(|r| Ok((r.try_get(0)?, scope_at(r, 1)?)))
+    .collect()
 }

@@ -16,7 +16,7 @@ const HISTORY: &str = "aril_schema_history";
 const LOCK_KEY: i64 = 0x6172_696c;
 
 /// The newest schema version this build has.
-pub const PG_SCHEMA_VERSION: i64 = 1;
+pub const PG_SCHEMA_VERSION: i64 = 2;
 
 fn runner() -> refinery::Runner {
     let mut runner = embedded::migrations::runner();
@@ -71,6 +71,7 @@ pub(super) fn apply(client: &mut Client, url: &str) -> Result<i64, StoreError> {
         runner()
             .run(client)
             .map_err(|e| StoreError::Migration(e.to_string()))?;
+        super::backfill::run(client)?;
         applied(client)
     })();
     client.execute("SELECT pg_advisory_unlock($1)", &[&LOCK_KEY])?;

@@ -10,8 +10,10 @@
 //! deleted text leaves the tables' pages; what PostgreSQL's WAL, replicas and backups still hold is
 //! the operator's to manage (see `docs/postgres.md`).
 
+mod backfill;
 mod cards;
 mod migrate;
+mod search;
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
@@ -27,8 +29,8 @@ use postgres::{Client, GenericClient, NoTls, Row, Transaction};
 
 use crate::{
     ApiKeyRecord, CardBatch, CardLookup, CardVectors, CommitReport, DeleteReport, Embedding,
-    LlmCall, LlmUsage, Store, StoreError, StoreStats, StoredChunk, TurnDeletion, UnitKind,
-    UnitText, UnitVectors, WriteBatch, codec,
+    LlmCall, LlmUsage, OpenRead, Store, StoreError, StoreSearch, StoreStats, StoredChunk,
+    TurnDeletion, UnitKind, UnitText, UnitVectors, WriteBatch, codec,
 };
 
 pub use migrate::PG_SCHEMA_VERSION;
@@ -69,7 +71,7 @@ pub fn redact(url: &str) -> String {
 /// the caller is inside an async context (queries then belong on a blocking thread, as every
 /// engine call does).
 pub(crate) fn connect(url: &str) -> Result<Client, StoreError> {
-    std::thread::scope(|s| {
+    let mut client = std::thread::scope(|s| {
         s.spawn(|| Client::connect(url, NoTls))
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
@@ -77,7 +79,11 @@ pub(crate) fn connect(url: &str) -> Result<Client, StoreError> {
     .map_err(|error| StoreError::Connect {
         url: redact(url),
         error,
-    })
+    })?;
+    // HNSW scans go on past the first candidates until a scope filter has kept enough rows
+    // (pgvector 0.8); results are re-sorted by aril, so relaxed order is enough.
+    client.batch_execute("SET hnsw.iterative_scan = relaxed_order; SET hnsw.ef_search = 100;")?;
+    Ok(client)
 }
 
 impl PgStore {
@@ -238,6 +244,13 @@ fn turn_from_row(r: &Row) -> Result<Turn, StoreError> {
 /// Writes a batch inside an open transaction.
 fn write_batch(tx: &mut Transaction<'_>, batch: &WriteBatch) -> Result<CommitReport, StoreError> {
     let mut report = CommitReport::default();
+    // The open segments first: a writer that lost the race fails before writing anything else,
+    // and the winner holds the rows' locks until it commits.
+    for rec in &batch.open_segments {
+        write_open_segment(tx, rec)?;
+    }
+    let mut added_turns: Vec<String> = Vec::new();
+    let mut added_segments: Vec<String> = Vec::new();
     let insert_turn = tx.prepare(
         "INSERT INTO turns (id, user_id, agent_id, run_id, conversation, session, role, speaker, \
          text, text_hash, event_time, ingest_time, source_id) \
@@ -265,6 +278,7 @@ fn write_batch(tx: &mut Transaction<'_>, batch: &WriteBatch) -> Result<CommitRep
         )?;
         if n == 1 {
             report.turns_added += 1;
+            added_turns.push(rec.turn.id.0.clone());
         } else {
             report.turns_skipped += 1;
         }
@@ -296,6 +310,7 @@ fn write_batch(tx: &mut Transaction<'_>, batch: &WriteBatch) -> Result<CommitRep
         )?;
         if n == 1 {
             report.segments_added += 1;
+            added_segments.push(s.id.0.clone());
             tx.execute(
                 "INSERT INTO consolidation (segment_id, status) VALUES ($1, 'pending') \
                  ON CONFLICT DO NOTHING",
@@ -305,22 +320,6 @@ fn write_batch(tx: &mut Transaction<'_>, batch: &WriteBatch) -> Result<CommitRep
                 tx.execute(&insert_link, &[&s.id.0, &(ord as i32), &turn.0])?;
             }
         }
-    }
-    for rec in &batch.open_segments {
-        let state = serde_json::to_value(&rec.state)
-            .map_err(|e| StoreError::Corrupt(format!("open segment state: {e}")))?;
-        tx.execute(
-            "INSERT INTO open_segments (user_id, agent_id, run_id, conversation, state) \
-             VALUES ($1, $2, $3, $4, $5) ON CONFLICT (user_id, agent_id, run_id, conversation) \
-             DO UPDATE SET state = excluded.state",
-            &[
-                &rec.scope.user_id,
-                &rec.scope.agent_id.as_deref().unwrap_or(""),
-                &rec.scope.run_id.as_deref().unwrap_or(""),
-                &rec.conversation,
-                &state,
-            ],
-        )?;
     }
     let insert_embedding = tx.prepare(
         "INSERT INTO embeddings (model, text_hash, pieces, chunks) VALUES ($1, $2, $3, $4) \
@@ -343,7 +342,48 @@ fn write_batch(tx: &mut Transaction<'_>, batch: &WriteBatch) -> Result<CommitRep
             &[&r.turn.0, &r.memory.0, &(r.version as i32)],
         )?;
     }
+    // Searchable in the same commit: BM25 texts and chunk vector rows.
+    search::index_turns(tx, &added_turns)?;
+    search::index_segments(tx, &added_segments)?;
     Ok(report)
+}
+
+/// Writes an open segment if the store still holds the version the writer read (0: none, or a
+/// row still at 0); else [`StoreError::Conflict`].
+fn write_open_segment(
+    tx: &mut Transaction<'_>,
+    rec: &crate::OpenSegmentRecord,
+) -> Result<(), StoreError> {
+    let state = serde_json::to_value(&rec.state)
+        .map_err(|e| StoreError::Corrupt(format!("open segment state: {e}")))?;
+    let key: [&(dyn ToSql + Sync); 4] = [
+        &rec.scope.user_id,
+        &rec.scope.agent_id.as_deref().unwrap_or(""),
+        &rec.scope.run_id.as_deref().unwrap_or(""),
+        &rec.conversation,
+    ];
+    let mut args: Vec<&(dyn ToSql + Sync)> = key.to_vec();
+    args.push(&state);
+    let n = if rec.read_version == 0 {
+        tx.execute(
+            "INSERT INTO open_segments (user_id, agent_id, run_id, conversation, state, version) \
+             VALUES ($1, $2, $3, $4, $5, 1) ON CONFLICT (user_id, agent_id, run_id, conversation) \
+             DO UPDATE SET state = excluded.state, version = 1 WHERE open_segments.version = 0",
+            &args,
+        )?
+    } else {
+        args.push(&rec.read_version);
+        tx.execute(
+            "UPDATE open_segments SET state = $5, version = $6 + 1 WHERE user_id = $1 \
+             AND agent_id = $2 AND run_id = $3 AND conversation = $4 AND version = $6",
+            &args,
+        )?
+    };
+    if n == 1 {
+        Ok(())
+    } else {
+        Err(StoreError::Conflict(crate::describe_open(rec)))
+    }
 }
 
 /// Drops the cache entries of the given text hashes that no turn or segment uses any more.
@@ -386,12 +426,24 @@ impl Store for PgStore {
         Ok(rows.iter().map(|r| TurnId(r.get(0))).collect())
     }
 
-    fn open_segment(&self, scope: &Scope, conversation: &str) -> Result<OpenSegment, StoreError> {
-        let state = conversation_state(&mut *self.conn(), "open_segments", scope, conversation)?;
-        match state {
-            None => Ok(OpenSegment::default()),
-            Some(v) => serde_json::from_value(v)
-                .map_err(|e| StoreError::Corrupt(format!("open segment state: {e}"))),
+    fn open_segment(&self, scope: &Scope, conversation: &str) -> Result<OpenRead, StoreError> {
+        let row = self.conn().query_opt(
+            "SELECT state, version FROM open_segments WHERE user_id = $1 AND agent_id = $2 \
+             AND run_id = $3 AND conversation = $4",
+            &[
+                &scope.user_id,
+                &scope.agent_id.as_deref().unwrap_or(""),
+                &scope.run_id.as_deref().unwrap_or(""),
+                &conversation,
+            ],
+        )?;
+        match row {
+            None => Ok(OpenRead::default()),
+            Some(r) => Ok(OpenRead {
+                state: serde_json::from_value(r.try_get(0)?)
+                    .map_err(|e| StoreError::Corrupt(format!("open segment state: {e}")))?,
+                version: r.try_get(1)?,
+            }),
         }
     }
 
@@ -653,6 +705,40 @@ impl Store for PgStore {
         cards::queued(&mut *self.conn(), limit, retry_failed)
     }
 
+    fn claim(
+        &mut self,
+        ids: Option<&[SegmentId]>,
+        limit: usize,
+        retry_failed: bool,
+        lease: std::time::Duration,
+    ) -> Result<Vec<SegmentId>, StoreError> {
+        let mut client = self.conn();
+        let mut tx = client.transaction()?;
+        let claimed = cards::claim(&mut tx, ids, limit, retry_failed, lease)?;
+        tx.commit()?;
+        Ok(claimed)
+    }
+
+    fn release(&mut self, segment: &SegmentId) -> Result<(), StoreError> {
+        self.conn().execute(
+            "UPDATE consolidation SET claimed_until = NULL WHERE segment_id = $1",
+            &[&segment.0],
+        )?;
+        Ok(())
+    }
+
+    fn cards_generation(&self, user_id: &str) -> Result<(u64, i64), StoreError> {
+        let r = self.conn().query_one(
+            "SELECT COUNT(*), COALESCE(MAX(seq), 0) FROM cards WHERE user_id = $1",
+            &[&user_id],
+        )?;
+        Ok((r.try_get::<_, i64>(0)? as u64, r.try_get(1)?))
+    }
+
+    fn search(&self) -> Option<&dyn StoreSearch> {
+        Some(self)
+    }
+
     fn commit_cards(&mut self, batch: CardBatch) -> Result<(), StoreError> {
         let mut client = self.conn();
         let mut tx = client.transaction()?;
@@ -690,8 +776,8 @@ impl Store for PgStore {
 
     fn mark_failed(&mut self, segment: &SegmentId, reason: &str) -> Result<(), StoreError> {
         self.conn().execute(
-            "UPDATE consolidation SET status = 'failed', reason = $2, attempts = attempts + 1 \
-             WHERE segment_id = $1",
+            "UPDATE consolidation SET status = 'failed', reason = $2, attempts = attempts + 1, \
+             claimed_until = NULL WHERE segment_id = $1",
             &[&segment.0, &reason],
         )?;
         Ok(())

@@ -1,0 +1,96 @@
+//! Fills in what schema 2 indexes for rows an older aril stored: the `tsvector` of turns,
+//! segments and cards, and the chunk-vector rows of every unit (decoded from the embedding cache
+//! and the cards' vectors). Runs after the migrations, in pages of one transaction each, so an
+//! interrupted `aril migrate` goes on where it stopped when run again; a database with nothing to
+//! fill costs three empty queries.
+
+use postgres::Client;
+
+use super::search::{ChunkRows, index_cards, index_segments, index_turns, put_chunks};
+use crate::{StoreError, UnitKind, codec};
+
+/// Rows indexed per transaction.
+const PAGE: i64 = 1000;
+
+pub(super) fn run(client: &mut Client) -> Result<(), StoreError> {
+    let mut filled = 0usize;
+    loop {
+        let mut tx = client.transaction()?;
+        let ids: Vec<String> = tx
+            .query(
+                "SELECT id FROM turns WHERE tsv IS NULL ORDER BY seq LIMIT $1",
+                &[&PAGE],
+            )?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        if ids.is_empty() {
+            break;
+        }
+        index_turns(&mut tx, &ids)?;
+        tx.commit()?;
+        filled += ids.len();
+    }
+    loop {
+        let mut tx = client.transaction()?;
+        let ids: Vec<String> = tx
+            .query(
+                "SELECT id FROM segments WHERE tsv IS NULL ORDER BY seq LIMIT $1",
+                &[&PAGE],
+            )?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        if ids.is_empty() {
+            break;
+        }
+        index_segments(&mut tx, &ids)?;
+        tx.commit()?;
+        filled += ids.len();
+    }
+    loop {
+        let mut tx = client.transaction()?;
+        let ids: Vec<String> = tx
+            .query(
+                "SELECT id FROM cards WHERE tsv IS NULL ORDER BY seq LIMIT $1",
+                &[&PAGE],
+            )?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        if ids.is_empty() {
+            break;
+        }
+        let cards = super::cards::load(&mut tx, "c.id = ANY($1)", &[&ids])?;
+        index_cards(&mut tx, &cards)?;
+        // Their vectors, which schema 1 kept only in `card_vectors`.
+        let rows = tx.query(
+            "SELECT v.card_id, v.model, v.chunks FROM card_vectors v WHERE v.card_id = ANY($1)",
+            &[&ids],
+        )?;
+        let mut decoded = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let id: String = r.try_get(0)?;
+            let model: String = r.try_get(1)?;
+            decoded.push((id, model, codec::decode(r.try_get(2)?)?));
+        }
+        let units: Vec<ChunkRows<'_>> = decoded
+            .iter()
+            .filter_map(|(id, model, chunks)| {
+                cards.iter().find(|c| &c.id.0 == id).map(|c| ChunkRows {
+                    id,
+                    scope: &c.scope,
+                    model,
+                    chunks,
+                })
+            })
+            .collect();
+        put_chunks(&mut tx, UnitKind::Card, &units)?;
+        tx.commit()?;
+        filled += ids.len();
+    }
+    if filled > 0 {
+        tracing::info!(units = filled, "indexed rows stored before schema 2");
+    }
+    Ok(())
+}

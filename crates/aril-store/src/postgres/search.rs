@@ -1,0 +1,410 @@
+//! Search inside PostgreSQL: every unit's chunk vectors are rows of `turn_chunks`,
+//! `segment_chunks` or `card_chunks` (pgvector, a partial HNSW index per vector size), and its
+//! searchable text is a `tsvector` (GIN) that BM25 is computed over in SQL. Writers index a unit
+//! in the transaction that stores it ([`index_turns`], [`index_segments`], [`index_cards`]), so
+//! a unit is searchable by every process the moment it is committed, and deleting the unit
+//! deletes its rows (foreign keys, `ON DELETE CASCADE`).
+//!
+//! Dense search is approximate where the planner uses HNSW (pgvector 0.8 iterative scans, so a
+//! scope filter still fills `k`); exact where it scans a small scope. BM25 uses tantivy's formula
+//! (k1 = 1.2, b = 0.75, idf = ln(1 + (N - n + 0.5) / (n + 0.5))) with PostgreSQL's `english`
+//! configuration (Snowball stemming, stop words dropped), its statistics taken over the units of
+//! the filter, where tantivy takes them over the whole index: rankings differ slightly between
+//! the backends (measured in `docs/postgres.md`).
+
+use std::collections::HashMap;
+
+use aril_core::{ScopeFilter, Turn, TurnId};
+use pgvector::Vector;
+use postgres::GenericClient;
+use postgres::types::ToSql;
+
+use super::{PgStore, filter_clause, params, turn_from_row};
+use crate::{Hit, StoreError, StoreSearch, UnitKind, codec};
+
+/// The text search configuration of every `tsvector`.
+const TS_CONFIG: &str = "english";
+/// HNSW indexes pgvector can build (`vector` up to 2,000 dimensions); larger vectors are
+/// searched exactly.
+const HNSW_MAX_DIMS: usize = 2000;
+
+/// The table of a kind's units and the chunk table beside it, with its id column.
+struct Tables {
+    units: &'static str,
+    chunks: &'static str,
+    id: &'static str,
+}
+
+fn tables(kind: UnitKind) -> Tables {
+    match kind {
+        UnitKind::Turn => Tables {
+            units: "turns",
+            chunks: "turn_chunks",
+            id: "turn_id",
+        },
+        UnitKind::Segment => Tables {
+            units: "segments",
+            chunks: "segment_chunks",
+            id: "segment_id",
+        },
+        UnitKind::Card => Tables {
+            units: "cards",
+            chunks: "card_chunks",
+            id: "card_id",
+        },
+    }
+}
+
+/// Creates the HNSW indexes for vectors of `dims` dimensions when they are missing (the
+/// 384-dimensional ones come with the schema). Serialised across processes by an advisory lock.
+fn ensure_hnsw(client: &mut impl GenericClient, dims: usize) -> Result<(), StoreError> {
+    if dims > HNSW_MAX_DIMS {
+        return Ok(());
+    }
+    let name = format!("turn_chunks_hnsw_{dims}");
+    let exists: bool = client
+        .query_one("SELECT to_regclass($1) IS NOT NULL", &[&name])?
+        .get(0);
+    if exists {
+        return Ok(());
+    }
+    client.execute(
+        "SELECT pg_advisory_xact_lock($1)",
+        &[&(0x6172_696c_0000_0000_i64 + dims as i64)],
+    )?;
+    for kind in [UnitKind::Turn, UnitKind::Segment, UnitKind::Card] {
+        let t = tables(kind);
+        client.batch_execute(&format!(
+            "CREATE INDEX IF NOT EXISTS {c}_hnsw_{dims} ON {c} \
+             USING hnsw ((vec::vector({dims})) vector_cosine_ops) WHERE dims = {dims}",
+            c = t.chunks
+        ))?;
+    }
+    Ok(())
+}
+
+/// One unit's chunk rows to write.
+pub(super) struct ChunkRows<'a> {
+    pub id: &'a str,
+    pub scope: &'a aril_core::Scope,
+    pub model: &'a str,
+    pub chunks: &'a [crate::StoredChunk],
+}
+
+/// Replaces the chunk rows of units under their model.
+pub(super) fn put_chunks(
+    client: &mut impl GenericClient,
+    kind: UnitKind,
+    units: &[ChunkRows<'_>],
+) -> Result<(), StoreError> {
+    let t = tables(kind);
+    let mut dims_seen: Vec<usize> = Vec::new();
+    for u in units {
+        for c in u.chunks {
+            if !dims_seen.contains(&c.vector.len()) {
+                dims_seen.push(c.vector.len());
+            }
+        }
+    }
+    for dims in dims_seen {
+        ensure_hnsw(client, dims)?;
+    }
+    let clear = client.prepare(&format!(
+        "DELETE FROM {} WHERE {} = $1 AND model = $2",
+        t.chunks, t.id
+    ))?;
+    let row = client.prepare(&format!(
+        "INSERT INTO {} ({}, model, n, user_id, agent_id, run_id, dims, vec) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        t.chunks, t.id
+    ))?;
+    for u in units {
+        client.execute(&clear, &[&u.id, &u.model])?;
+        for (n, c) in u.chunks.iter().enumerate() {
+            client.execute(
+                &row,
+                &[
+                    &u.id,
+                    &u.model,
+                    &(n as i32),
+                    &u.scope.user_id,
+                    &u.scope.agent_id.as_deref().unwrap_or(""),
+                    &u.scope.run_id.as_deref().unwrap_or(""),
+                    &(c.vector.len() as i32),
+                    &Vector::from(c.vector.clone()),
+                ],
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// Sets units' `tsvector` from the text they are searched by.
+fn put_texts(
+    client: &mut impl GenericClient,
+    kind: UnitKind,
+    texts: &[(String, String)],
+) -> Result<(), StoreError> {
+    if texts.is_empty() {
+        return Ok(());
+    }
+    let (ids, bodies): (Vec<&str>, Vec<&str>) = texts
+        .iter()
+        .map(|(id, text)| (id.as_str(), text.as_str()))
+        .unzip();
+    client.execute(
+        &format!(
+            "UPDATE {} u SET tsv = to_tsvector('{TS_CONFIG}', v.body) \
+             FROM unnest($1::TEXT[], $2::TEXT[]) AS v (id, body) WHERE u.id = v.id",
+            tables(kind).units
+        ),
+        &[&ids, &bodies],
+    )?;
+    Ok(())
+}
+
+/// The cached vectors of text hashes, under every model that has them.
+fn cached_vectors(
+    client: &mut impl GenericClient,
+    hashes: &[String],
+) -> Result<HashMap<String, Vec<(String, Vec<crate::StoredChunk>)>>, StoreError> {
+    let mut out: HashMap<String, Vec<(String, Vec<crate::StoredChunk>)>> = HashMap::new();
+    for r in client.query(
+        "SELECT text_hash, model, chunks FROM embeddings WHERE text_hash = ANY($1)",
+        &[&hashes],
+    )? {
+        out.entry(r.try_get(0)?)
+            .or_default()
+            .push((r.try_get(1)?, codec::decode(r.try_get(2)?)?));
+    }
+    Ok(out)
+}
+
+/// Indexes stored turns: their `Speaker: text` for BM25 and the cached vectors of that text as
+/// chunk rows (turns of roles that are not embedded have none).
+pub(super) fn index_turns(
+    client: &mut impl GenericClient,
+    ids: &[String],
+) -> Result<(), StoreError> {
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let rows = client.query(
+        "SELECT id, seq, user_id, agent_id, run_id, conversation, session, role, speaker, \
+         text, event_time, ingest_time, source_id, text_hash FROM turns WHERE id = ANY($1)",
+        &[&ids],
+    )?;
+    let mut turns: Vec<(Turn, String)> = Vec::with_capacity(rows.len());
+    for r in &rows {
+        turns.push((turn_from_row(r)?, r.try_get(13)?));
+    }
+    let texts: Vec<(String, String)> = turns
+        .iter()
+        .map(|(t, _)| (t.id.0.clone(), t.rendered()))
+        .collect();
+    put_texts(client, UnitKind::Turn, &texts)?;
+    let hashes: Vec<String> = turns.iter().map(|(_, h)| h.clone()).collect();
+    let vectors = cached_vectors(client, &hashes)?;
+    let units: Vec<ChunkRows<'_>> = turns
+        .iter()
+        .flat_map(|(t, h)| {
+            vectors
+                .get(h)
+                .into_iter()
+                .flatten()
+                .map(|(model, chunks)| ChunkRows {
+                    id: &t.id.0,
+                    scope: &t.turn.scope,
+                    model,
+                    chunks,
+                })
+        })
+        .collect();
+    put_chunks(client, UnitKind::Turn, &units)
+}
+
+/// Indexes stored segments: the rendered text of their turns for BM25, and their cached (pooled)
+/// vectors as chunk rows.
+pub(super) fn index_segments(
+    client: &mut impl GenericClient,
+    ids: &[String],
+) -> Result<(), StoreError> {
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let segments = super::segments_where(client, "id = ANY($1)", &[&ids])?;
+    let hashes: HashMap<String, String> = client
+        .query(
+            "SELECT id, text_hash FROM segments WHERE id = ANY($1)",
+            &[&ids],
+        )?
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    let members: Vec<String> = segments
+        .iter()
+        .flat_map(|s| s.turns.iter().map(|t| t.0.clone()))
+        .collect();
+    let rows = client.query(
+        "SELECT id, seq, user_id, agent_id, run_id, conversation, session, role, speaker, \
+         text, event_time, ingest_time, source_id FROM turns WHERE id = ANY($1)",
+        &[&members],
+    )?;
+    let mut by_id: HashMap<TurnId, Turn> = HashMap::with_capacity(rows.len());
+    for r in &rows {
+        let t = turn_from_row(r)?;
+        by_id.insert(t.id.clone(), t);
+    }
+    let texts: Vec<(String, String)> = segments
+        .iter()
+        .map(|s| {
+            let turns: Vec<Turn> = s
+                .turns
+                .iter()
+                .filter_map(|t| by_id.get(t).cloned())
+                .collect();
+            (s.id.0.clone(), aril_core::render_turns(&turns))
+        })
+        .collect();
+    put_texts(client, UnitKind::Segment, &texts)?;
+    let wanted: Vec<String> = hashes.values().cloned().collect();
+    let vectors = cached_vectors(client, &wanted)?;
+    let units: Vec<ChunkRows<'_>> = segments
+        .iter()
+        .flat_map(|s| {
+            hashes
+                .get(&s.id.0)
+                .and_then(|h| vectors.get(h))
+                .into_iter()
+                .flatten()
+                .map(|(model, chunks)| ChunkRows {
+                    id: &s.id.0,
+                    scope: &s.scope,
+                    model,
+                    chunks,
+                })
+        })
+        .collect();
+    put_chunks(client, UnitKind::Segment, &units)
+}
+
+/// Indexes stored cards for BM25: their text with entities and topics. (Their vectors become
+/// chunk rows when they are stored: [`super::cards::put_vectors`].)
+pub(super) fn index_cards(
+    client: &mut impl GenericClient,
+    cards: &[aril_core::Card],
+) -> Result<(), StoreError> {
+    let texts: Vec<(String, String)> = cards
+        .iter()
+        .map(|c| (c.id.0.clone(), crate::cards::lexical_text(c)))
+        .collect();
+    put_texts(client, UnitKind::Card, &texts)
+}
+
+/// Cards a newer card supersedes are not found (recall shows what holds now).
+fn current_only(kind: UnitKind, column: &str) -> String {
+    match kind {
+        UnitKind::Card => {
+            format!(" AND {column} NOT IN (SELECT supersedes FROM card_supersedes)")
+        }
+        _ => String::new(),
+    }
+}
+
+impl StoreSearch for PgStore {
+    fn dense(
+        &self,
+        model: &str,
+        filter: &ScopeFilter,
+        query: &[f32],
+        k: usize,
+        kind: UnitKind,
+    ) -> Result<Vec<Hit>, StoreError> {
+        if k == 0 || query.is_empty() {
+            return Ok(Vec::new());
+        }
+        let t = tables(kind);
+        let dims = query.len();
+        let (scope, args) = filter_clause("c.", filter, 3);
+        let current = current_only(kind, &format!("c.{}", t.id));
+        let q = Vector::from(query.to_vec());
+        let mut client = self.conn();
+        // A long unit has several chunks: ask for more rows than units until k units are found
+        // or the scope has no more.
+        let mut rows_wanted = (k * 2).max(20);
+        loop {
+            let sql = format!(
+                "SELECT c.{id}, (c.vec::vector({dims}) <=> $1::vector({dims}))::FLOAT8 \
+                 FROM {chunks} c WHERE c.model = $2 AND c.dims = {dims} AND {scope}{current} \
+                 ORDER BY c.vec::vector({dims}) <=> $1::vector({dims}) LIMIT {rows_wanted}",
+                id = t.id,
+                chunks = t.chunks,
+            );
+            let mut all: Vec<&(dyn ToSql + Sync)> = vec![&q, &model];
+            all.extend(params(&args));
+            let rows = client.query(&sql, &all)?;
+            let mut best: HashMap<String, f32> = HashMap::new();
+            for r in &rows {
+                let id: String = r.try_get(0)?;
+                let score = 1.0 - r.try_get::<_, f64>(1)? as f32;
+                let entry = best.entry(id).or_insert(f32::MIN);
+                *entry = entry.max(score);
+            }
+            if best.len() >= k || rows.len() < rows_wanted {
+                let mut hits: Vec<Hit> = best
+                    .into_iter()
+                    .map(|(id, score)| Hit { kind, id, score })
+                    .collect();
+                hits.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.id.cmp(&b.id)));
+                hits.truncate(k);
+                return Ok(hits);
+            }
+            rows_wanted *= 4;
+        }
+    }
+
+    fn lexical(
+        &self,
+        filter: &ScopeFilter,
+        query: &str,
+        k: usize,
+        kind: UnitKind,
+    ) -> Result<Vec<Hit>, StoreError> {
+        if k == 0 || query.trim().is_empty() {
+            return Ok(Vec::new());
+        }
+        let t = tables(kind);
+        let (scope, args) = filter_clause("u.", filter, 2);
+        let current = current_only(kind, "u.id");
+        // Any query word matches (OR); BM25 over the matches, with N and the mean length over the
+        // filter's units, and each word's document frequency counted among the matches (every
+        // unit holding the word is one).
+        let sql = format!(
+            "WITH q AS (SELECT replace(plainto_tsquery('{TS_CONFIG}', $1)::TEXT, ' & ', ' | ')::tsquery AS tq, \
+                    ARRAY(SELECT lexeme FROM unnest(to_tsvector('{TS_CONFIG}', $1))) AS words), \
+             hits AS (SELECT u.id, u.tsv_len, w.lexeme, COALESCE(array_length(w.positions, 1), 1) AS tf \
+                    FROM {units} u CROSS JOIN q CROSS JOIN LATERAL unnest(u.tsv) w \
+                    WHERE {scope}{current} AND u.tsv @@ q.tq AND w.lexeme = ANY(q.words)), \
+             df AS (SELECT lexeme, COUNT(*)::FLOAT8 AS n FROM hits GROUP BY lexeme), \
+             st AS (SELECT COUNT(*)::FLOAT8 AS n, GREATEST(COALESCE(AVG(u.tsv_len), 1), 1)::FLOAT8 AS avgdl \
+                    FROM {units} u WHERE {scope}{current} AND u.tsv IS NOT NULL) \
+             SELECT h.id, SUM(LN(1 + (st.n - df.n + 0.5) / (df.n + 0.5)) * h.tf * 2.2 \
+                    / (h.tf + 1.2 * (0.25 + 0.75 * h.tsv_len / st.avgdl)))::FLOAT8 AS score \
+             FROM hits h JOIN df USING (lexeme) CROSS JOIN st \
+             GROUP BY h.id ORDER BY score DESC, h.id LIMIT {k}",
+            units = t.units,
+        );
+        let mut all: Vec<&(dyn ToSql + Sync)> = vec![&query];
+        all.extend(params(&args));
+        let rows = self.conn().query(&sql, &all)?;
+        rows.iter()
+            .map(|r| {
+                Ok(Hit {
+                    kind,
+                    id: r.try_get(0)?,
+                    score: r.try_get::<_, f64>(1)? as f32,
+                })
+            })
+            .collect()
+    }
+}
