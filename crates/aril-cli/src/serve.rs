@@ -16,8 +16,8 @@ pub fn run(engine: Engine, cmd: &ServeCmd) -> anyhow::Result<()> {
     let keys = engine.api_keys()?;
     if keys.is_empty() && !cmd.no_auth {
         bail!(
-            "no API keys in this data directory: create one with `aril keys create --user USER` \
-             (or `--admin`), or pass --no-auth to serve on loopback without keys"
+            "no API keys in this store: create one with `aril keys create --user USER` (or \
+             `--admin`), or pass --no-auth to serve on loopback without keys"
         );
     }
     let llm = engine.config().llm.clone();

@@ -330,8 +330,21 @@ struct Served {
 
 impl Served {
     fn start(dir: &Path) -> Self {
-        let mut child = aril(dir)
-            .args(["serve", "--bind", "127.0.0.1:0"])
+        Self::spawn(aril(dir).args(["serve", "--bind", "127.0.0.1:0"]))
+    }
+
+    /// `aril serve` over a PostgreSQL store.
+    fn over(url: &str) -> Self {
+        let dir = std::env::temp_dir().join("aril-unused-data-dir");
+        Self::spawn(
+            aril(&dir)
+                .args(["--store", url, "serve", "--bind", "127.0.0.1:0"])
+                .args(["--no-consolidate"]),
+        )
+    }
+
+    fn spawn(cmd: &mut Command) -> Self {
+        let mut child = cmd
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -356,6 +369,172 @@ impl Drop for Served {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Two `aril serve` processes on one PostgreSQL database: what one writes the other reads at
+/// once, a deletion through one is gone from both, a key made after both started works on both,
+/// and writers through both servers into one conversation lose nothing and segment every turn once.
+#[test]
+fn two_servers_share_one_postgres_store() {
+    use std::sync::{Arc, Mutex};
+
+    let db = aril_store::scratch::ScratchDatabase::new().unwrap_or_else(|e| panic!("{e}"));
+    let url = db.url().to_string();
+    let unused = tempfile::tempdir().unwrap();
+    let admin = ok(aril(unused.path()).args(["--store", &url, "keys", "create", "--admin"]))
+        .trim()
+        .to_string();
+    let (a, b) = (Served::over(&url), Served::over(&url));
+    assert!(
+        std::fs::read_dir(unused.path()).unwrap().next().is_none(),
+        "a PostgreSQL store keeps nothing in the data directory"
+    );
+    let http = reqwest::blocking::Client::new();
+    let call =
+        |method: reqwest::Method, url: String, key: &str, body: Option<serde_json::Value>| {
+            let mut req = http
+                .request(method, url)
+                .header("Authorization", format!("Token {key}"));
+            if let Some(body) = body {
+                req = req.json(&body);
+            }
+            let resp = req.send().unwrap();
+            let status = resp.status().as_u16();
+            (status, resp.json::<serde_json::Value>().unwrap_or_default())
+        };
+    // A user key made now, while both servers run.
+    let alice =
+        ok(aril(unused.path()).args(["--store", &url, "keys", "create", "--user", "alice"]))
+            .trim()
+            .to_string();
+    let (status, _) = call(
+        reqwest::Method::POST,
+        format!("{}/v1/turns", a.base),
+        &alice,
+        Some(serde_json::json!({"turns": [
+            {"text": "My sister Ines lives in Porto and teaches violin."},
+            {"text": "I am training for the Lisbon half marathon in March."}
+        ]})),
+    );
+    assert_eq!(status, 200);
+    let (status, found) = call(
+        reqwest::Method::POST,
+        format!("{}/v1/search", b.base),
+        &alice,
+        Some(serde_json::json!({"query": "where does my sister live?", "k": 1})),
+    );
+    assert_eq!(status, 200, "{found}");
+    assert!(
+        found["results"][0]["text"]
+            .as_str()
+            .unwrap_or("")
+            .contains("Porto"),
+        "written through one server, found through the other: {found}"
+    );
+    let (status, _) = call(
+        reqwest::Method::DELETE,
+        format!("{}/v1/scopes?user_id=alice", b.base),
+        &alice,
+        None,
+    );
+    assert_eq!(status, 200);
+    let (_, after) = call(
+        reqwest::Method::POST,
+        format!("{}/v1/search", a.base),
+        &alice,
+        Some(serde_json::json!({"query": "where does my sister live?"})),
+    );
+    assert_eq!(
+        after["results"].as_array().map(Vec::len),
+        Some(0),
+        "{after}"
+    );
+
+    // Four writers, two through each server, into one conversation of one user.
+    let acked: Arc<Mutex<Vec<String>>> = Arc::default();
+    let bases = [a.base.clone(), b.base.clone()];
+    std::thread::scope(|s| {
+        for w in 0..4 {
+            let (base, admin, acked) = (bases[w % 2].clone(), admin.clone(), acked.clone());
+            s.spawn(move || {
+                let http = reqwest::blocking::Client::new();
+                for i in 0..16 {
+                    let resp = http
+                        .post(format!("{base}/v1/turns"))
+                        .header("Authorization", format!("Token {admin}"))
+                        .json(&serde_json::json!({
+                            "user_id": "bob",
+                            "conversation": "shared",
+                            "turns": [{"text": format!("Writer {w} notes item {i} on the list.")}]
+                        }))
+                        .send()
+                        .unwrap();
+                    assert_eq!(resp.status(), 200, "{}", resp.text().unwrap_or_default());
+                    let v: serde_json::Value = resp.json().unwrap();
+                    acked
+                        .lock()
+                        .unwrap()
+                        .push(v["ids"][0].as_str().unwrap().to_string());
+                }
+            });
+        }
+    });
+    let acked = acked.lock().unwrap().clone();
+    assert_eq!(acked.len(), 64);
+    let (_, listed) = call(
+        reqwest::Method::GET,
+        format!("{}/v1/turns?user_id=bob&limit=1000", b.base),
+        &admin,
+        None,
+    );
+    let stored: Vec<&str> = listed["turns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["id"].as_str())
+        .collect();
+    assert_eq!(stored.len(), 64);
+    assert!(acked.iter().all(|id| stored.contains(&id.as_str())));
+    let (_, segments) = call(
+        reqwest::Method::GET,
+        format!("{}/v1/segments?user_id=bob", a.base),
+        &admin,
+        None,
+    );
+    let closed = segments["segments"].as_array().unwrap();
+    let mut segmented: Vec<&str> = closed
+        .iter()
+        .flat_map(|s| {
+            s["turns"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|t| t.as_str())
+        })
+        .collect();
+    let before = segmented.len();
+    segmented.sort();
+    segmented.dedup();
+    assert_eq!(before, segmented.len(), "a turn in two segments");
+    ok(aril(unused.path()).args(["--store", &url, "check"]));
+    let (_, stats) = call(
+        reqwest::Method::GET,
+        format!("{}/v1/stats", b.base),
+        &admin,
+        None,
+    );
+    assert_eq!(
+        segmented.len() as u64 + stats["open_segment_turns"].as_u64().unwrap(),
+        64,
+        "every turn in one place of the segmentation: {stats}"
+    );
+    eprintln!(
+        "two servers: 64 concurrent writes acknowledged and stored, {} in {} closed segments, \
+         {} in the open one",
+        segmented.len(),
+        closed.len(),
+        64 - segmented.len()
+    );
 }
 
 #[test]

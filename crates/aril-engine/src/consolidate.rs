@@ -101,7 +101,44 @@ impl EncodeJob {
     }
 }
 
+/// How long a claim on a queued segment lasts: longer than any encoder call with its retries
+/// (a dead process's claims lapse after it, and the segment is queued for anyone again).
+pub const CLAIM_LEASE: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+
 impl Engine {
+    /// Claims the oldest queued segment (failed ones too with `retry_failed`) for this process's
+    /// encoder, so no other process sharing the store encodes it meanwhile; `None` when every
+    /// queued segment is taken or none waits. The claim ends with [`Engine::finish_encode`] or
+    /// [`Engine::release_claim`], or lapses after [`CLAIM_LEASE`].
+    pub fn claim_next(
+        &mut self,
+        retry_failed: bool,
+    ) -> Result<Option<aril_core::SegmentId>, EngineError> {
+        Ok(self
+            .store
+            .claim(None, 1, retry_failed, CLAIM_LEASE)?
+            .into_iter()
+            .next())
+    }
+
+    /// Claims those of `ids` that are queued (or failed, with `retry_failed`) and free (see
+    /// [`Engine::claim_next`]).
+    pub fn claim_segments(
+        &mut self,
+        ids: &[aril_core::SegmentId],
+        retry_failed: bool,
+    ) -> Result<Vec<aril_core::SegmentId>, EngineError> {
+        Ok(self
+            .store
+            .claim(Some(ids), ids.len(), retry_failed, CLAIM_LEASE)?)
+    }
+
+    /// Gives a claimed segment back to the queue without an outcome (the encoder could not be
+    /// reached).
+    pub fn release_claim(&mut self, id: &aril_core::SegmentId) -> Result<(), EngineError> {
+        Ok(self.store.release(id)?)
+    }
+
     /// Segments waiting for consolidation (with `retry_failed`, failed ones too), oldest first.
     pub fn queued_segments(
         &self,
@@ -168,7 +205,7 @@ impl Engine {
             Ok(encoded) => {
                 let cards = encoded.cards.len();
                 let vectors = self.card_vectors(&encoded.cards)?;
-                self.store.commit_cards(CardBatch {
+                let stored = self.store.commit_cards(CardBatch {
                     segment: segment.id.clone(),
                     cards: encoded.cards,
                     scope: segment.scope.clone(),
@@ -177,7 +214,13 @@ impl Engine {
                         aril_store::StoreError::Corrupt(format!("encoder state: {e}"))
                     })?,
                     vectors,
-                })?;
+                });
+                match stored {
+                    Ok(()) => {}
+                    // Another encoder wrote this segment's cards first (its claim had lapsed).
+                    Err(aril_store::StoreError::Conflict(_)) => return Ok(EncodeOutcome::Gone),
+                    Err(e) => return Err(e.into()),
+                }
                 self.drop_card_index(&segment.scope.user_id);
                 Ok(EncodeOutcome::Done { cards })
             }
@@ -191,7 +234,9 @@ impl Engine {
     }
 
     /// Encodes queued segments into cards, oldest first, one model call each (two after a
-    /// repair), and stores the cards with their vectors. Checks `cancel` between segments.
+    /// repair), and stores the cards with their vectors. Each segment is claimed first, so
+    /// processes sharing a store split the queue instead of encoding a segment twice. Checks
+    /// `cancel` between segments.
     pub fn consolidate(
         &mut self,
         model: &dyn ChatModel,
@@ -202,15 +247,17 @@ impl Engine {
         let queue = self
             .store
             .queued_segments(options.limit, options.retry_failed)?;
+        let total = queue.len();
         let mut report = ConsolidateReport::default();
-        progress(Progress {
-            done: 0,
-            total: queue.len(),
-        });
+        progress(Progress { done: 0, total });
         for (i, id) in queue.iter().enumerate() {
             if cancel.load(Ordering::SeqCst) {
                 report.interrupted = true;
                 break;
+            }
+            let claimed = self.claim_segments(std::slice::from_ref(id), options.retry_failed)?;
+            if claimed.is_empty() {
+                continue; // another encoder holds it, or it is gone
             }
             let Some(job) = self.encode_job(id)? else {
                 continue; // deleted meanwhile
@@ -218,7 +265,15 @@ impl Engine {
             let attempt = job.encode(model, &options.encode);
             report.cost.add(CallCost::of(&attempt.calls));
             let segment = job.segment().clone();
-            match self.finish_encode(job, attempt)? {
+            let outcome = match self.finish_encode(job, attempt) {
+                Err(e) => {
+                    // Unreachable endpoint (or a store error): queued for anyone again.
+                    let _ = self.release_claim(&segment);
+                    return Err(e);
+                }
+                Ok(outcome) => outcome,
+            };
+            match outcome {
                 EncodeOutcome::Done { cards } => {
                     report.cards_added += cards;
                     report.segments_done += 1;
@@ -229,10 +284,7 @@ impl Engine {
                 }
                 EncodeOutcome::Gone => {}
             }
-            progress(Progress {
-                done: i + 1,
-                total: queue.len(),
-            });
+            progress(Progress { done: i + 1, total });
         }
         Ok(report)
     }

@@ -1,6 +1,7 @@
 //! API keys: made here, shown once, stored only as a hash. A key is bound to one user, or is an
-//! admin key. The server checks a presented key with [`KeyRing`], a copy of the stored hashes
-//! taken when it starts (one process owns the data directory, so none can be added meanwhile).
+//! admin key. The server checks a presented key with [`KeyRing`], a copy of the stored hashes;
+//! it reads the store again when a key is not in its copy (a key made by another process sharing
+//! the store).
 
 use std::collections::HashMap;
 

@@ -42,10 +42,8 @@ impl FromRequestParts<AppState> for Caller {
                     "no API key: send `Authorization: Token KEY` (make one with `aril keys create`)",
                 )
             })?;
-        match state.keys.check(presented) {
-            Some(grant) => Ok(Caller {
-                grant: grant.clone(),
-            }),
+        match state.check_key(presented).await? {
+            Some(grant) => Ok(Caller { grant }),
             None => Err(ApiError::unauthorized("unknown API key")),
         }
     }

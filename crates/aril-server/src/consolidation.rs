@@ -1,5 +1,5 @@
-//! Consolidation in the background of a serving process: one thread takes the oldest queued
-//! segment, reads its encoding input with the engine, runs the encoder call **without** holding
+//! Consolidation in the background of a serving process: one thread claims the oldest queued
+//! segment (so servers sharing a store never encode one twice), reads its encoding input with the engine, runs the encoder call **without** holding
 //! the engine (requests go on meanwhile), and stores the outcome with the engine again. The queue
 //! is the store's (`consolidation` table), so it is bounded by what ingest closed, survives a
 //! restart, and a segment deleted or rebuilt during its call is left alone. An endpoint that
@@ -70,7 +70,7 @@ fn pause(stop: &AtomicBool, total: Duration) {
 
 fn work(state: &AppState, model: &dyn ChatModel, config: &EncodeConfig, stop: &AtomicBool) {
     while !stop.load(Ordering::SeqCst) {
-        let next = state.with_engine(|e| Ok(e.queued_segments(1, false)?.into_iter().next()));
+        let next = state.with_engine(|e| e.claim_next(false));
         let segment = match next {
             Ok(Some(segment)) => segment,
             Ok(None) => {
@@ -103,17 +103,26 @@ fn work(state: &AppState, model: &dyn ChatModel, config: &EncodeConfig, stop: &A
     }
 }
 
-/// Writes one queued segment into cards: reads its input with the engine, calls the encoder
-/// without holding the engine, stores the outcome with the engine again. Blocking.
+/// Writes one segment this process claimed into cards: reads its input with the engine, calls
+/// the encoder without holding the engine, stores the outcome with the engine again. A failure
+/// that leaves no outcome (an unreachable endpoint) gives the claim back. Blocking.
 pub(crate) fn encode_one(
     state: &AppState,
     model: &dyn ChatModel,
     config: &EncodeConfig,
     segment: &SegmentId,
 ) -> Result<EncodeOutcome, EngineError> {
-    let Some(job) = state.with_engine(|e| e.encode_job(segment))? else {
-        return Ok(EncodeOutcome::Gone);
-    };
-    let attempt = job.encode(model, config);
-    state.with_engine(|e| e.finish_encode(job, attempt))
+    let outcome = (|| {
+        let Some(job) = state.with_engine(|e| e.encode_job(segment))? else {
+            return Ok(EncodeOutcome::Gone);
+        };
+        let attempt = job.encode(model, config);
+        state.with_engine(|e| e.finish_encode(job, attempt))
+    })();
+    if outcome.is_err()
+        && let Err(e) = state.with_engine(|e| e.release_claim(segment))
+    {
+        tracing::error!(%segment, "could not give the claim back (it lapses by itself): {e}");
+    }
+    outcome
 }

@@ -390,7 +390,11 @@ fn write_cards(
     writer: &CardWriter,
     turns: &[TurnId],
 ) -> Result<Written, EngineError> {
-    let segments = state.with_engine(|e| e.queued_segments_holding(turns))?;
+    // Segments another worker already holds are being written by it; their cards come later.
+    let segments = state.with_engine(|e| {
+        let queued = e.queued_segments_holding(turns)?;
+        e.claim_segments(&queued, false)
+    })?;
     let mut written = Written {
         events: Vec::new(),
         failed: Vec::new(),

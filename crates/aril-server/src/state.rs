@@ -8,10 +8,11 @@
 //! service down or leave a half-written index behind.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
 
 use aril_engine::llm::ChatModel;
-use aril_engine::{EncodeConfig, Engine, EngineError, KeyRing};
+use aril_engine::{EncodeConfig, Engine, EngineError, Grant, KeyRing};
 
 use crate::ApiError;
 
@@ -21,12 +22,23 @@ pub struct AppState {
     engine: Arc<Mutex<Engine>>,
     /// Set when a request panicked and the derived indexes are still to be rebuilt.
     dirty: Arc<AtomicBool>,
-    pub(crate) keys: Arc<KeyRing>,
+    keys: Arc<Keys>,
     /// False only when the operator started the server with `--no-auth` on a loopback address.
     pub(crate) auth: bool,
     /// The encoder that writes cards, when one is configured: Mem0's `add` then returns cards.
     pub(crate) encoder: Option<Arc<CardWriter>>,
 }
+
+/// The key ring, and when it was last read from the store.
+struct Keys {
+    ring: RwLock<KeyRing>,
+    /// When the store was last read for keys after an unknown one (`None`: not yet).
+    read_at: Mutex<Option<Instant>>,
+}
+
+/// An unknown key makes the server read the stored keys again (a key made by `aril keys create`
+/// against a shared store, or by another server), at most this often.
+const KEY_RELOAD_EVERY: Duration = Duration::from_secs(1);
 
 /// The encoder model and its reply bounds.
 pub(crate) struct CardWriter {
@@ -41,7 +53,10 @@ impl AppState {
         Ok(Self {
             engine: Arc::new(Mutex::new(engine)),
             dirty: Arc::new(AtomicBool::new(false)),
-            keys: Arc::new(keys),
+            keys: Arc::new(Keys {
+                ring: RwLock::new(keys),
+                read_at: Mutex::new(None),
+            }),
             auth,
             encoder: None,
         })
@@ -52,6 +67,36 @@ impl AppState {
     pub fn with_encoder(mut self, model: Arc<dyn ChatModel>, config: EncodeConfig) -> Self {
         self.encoder = Some(Arc::new(CardWriter { model, config }));
         self
+    }
+
+    /// What a presented key grants. A key the ring does not know sends the server to the store
+    /// for the keys made since (at most once per [`KEY_RELOAD_EVERY`]), so keys made elsewhere
+    /// work without a restart.
+    pub(crate) async fn check_key(&self, presented: &str) -> Result<Option<Grant>, ApiError> {
+        let known = |keys: &Keys| {
+            keys.ring
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .check(presented)
+                .cloned()
+        };
+        if let Some(grant) = known(&self.keys) {
+            return Ok(Some(grant));
+        }
+        let due = {
+            let mut read_at = self.keys.read_at.lock().unwrap_or_else(|p| p.into_inner());
+            let due = read_at.is_none_or(|t| t.elapsed() >= KEY_RELOAD_EVERY);
+            if due {
+                *read_at = Some(Instant::now());
+            }
+            due
+        };
+        if !due {
+            return Ok(None);
+        }
+        let ring = self.run(|e| e.key_ring()).await?;
+        *self.keys.ring.write().unwrap_or_else(|p| p.into_inner()) = ring;
+        Ok(known(&self.keys))
     }
 
     /// Runs `f` on the engine on the calling thread (a blocking context), after the same recovery
