@@ -20,7 +20,7 @@ pub struct Cli {
     pub data_dir: PathBuf,
     /// Where the memory lives: a directory (the same as --data-dir), or a PostgreSQL database
     /// (`postgres://USER@HOST:PORT/DB`, pgvector installed; see docs/postgres.md), which several
-    /// aril processes may share. With PostgreSQL, --data-dir keeps only derived indexes.
+    /// aril processes may share. With PostgreSQL, nothing is kept in --data-dir.
     #[arg(long, global = true, env = "ARIL_STORE")]
     pub store: Option<String>,
     /// Configuration file (TOML); see docs/configuration.md.
@@ -57,6 +57,10 @@ pub enum Command {
     /// Bring the store's schema up to this aril's (PostgreSQL: run once before serving; the
     /// embedded store upgrades itself whenever it is opened).
     Migrate,
+    /// Copy the whole memory from one store to another (a data directory or a PostgreSQL URL,
+    /// either way), then compare both table by table (row counts and content hashes).
+    /// Resumable: run it again after an interruption. Stop every writer of the source first.
+    MigrateStore(MigrateStoreCmd),
     /// Ingest a sample conversation, show its segments and answer questions from it.
     Demo(DemoCmd),
     /// Measure retrieval on a benchmark file with one strategy (see docs/benchmarks.md).
@@ -73,6 +77,20 @@ pub enum Command {
     /// Answer a question from memory: one planner call, multi-path recall over cards and turns,
     /// one answer call (models from ARIL_LLM_*). --context-only stops before the answer.
     Ask(AskCmd),
+}
+
+#[derive(Args, Debug)]
+pub struct MigrateStoreCmd {
+    /// The store to copy: a data directory, or `postgres://…`.
+    #[arg(long)]
+    pub from: String,
+    /// Where to copy it: a data directory (created if missing), or `postgres://…` (migrated
+    /// first). It should be empty, or hold an earlier run of the same move.
+    #[arg(long)]
+    pub to: String,
+    /// Print the comparison as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]

@@ -9,6 +9,7 @@ mod bench;
 mod consolidate;
 mod demo;
 mod import;
+mod migrate_store;
 mod models;
 mod output;
 mod progress;
@@ -56,24 +57,31 @@ fn load_config(cli: &Cli) -> anyhow::Result<Config> {
 fn store_at(cli: &Cli) -> (std::path::PathBuf, StoreAt) {
     match cli.store.as_deref() {
         None => (cli.data_dir.clone(), StoreAt::Embedded),
-        Some(s) => match StoreAt::postgres(s) {
-            Some(pg) => (cli.data_dir.clone(), pg),
-            None => (s.into(), StoreAt::Embedded),
-        },
+        Some(s) => parse_store(s, &cli.data_dir),
+    }
+}
+
+/// A store named on the command line: a `postgres://` URL (with `dir` as its unused data
+/// directory), else a data directory.
+fn parse_store(s: &str, dir: &std::path::Path) -> (std::path::PathBuf, StoreAt) {
+    match StoreAt::postgres(s) {
+        Some(pg) => (dir.to_path_buf(), pg),
+        None => (s.into(), StoreAt::Embedded),
     }
 }
 
 fn open(cli: &Cli) -> anyhow::Result<Engine> {
-    let config = load_config(cli)?;
     let (dir, at) = store_at(cli);
+    open_store(cli, &dir, &at)
+}
+
+/// An engine over the given store, with the command line's configuration.
+fn open_store(cli: &Cli, dir: &std::path::Path, at: &StoreAt) -> anyhow::Result<Engine> {
+    let config = load_config(cli)?;
     let remote = models::remote_embedder(&config.llm)?;
-    Engine::open_at(&dir, &at, config, remote).with_context(|| match &at {
+    Engine::open_at(dir, at, config, remote).with_context(|| match at {
         StoreAt::Embedded => format!("opening data directory {}", dir.display()),
-        pg => format!(
-            "opening the store {} (data directory {})",
-            pg.describe(),
-            dir.display()
-        ),
+        pg => format!("opening the store {}", pg.describe()),
     })
 }
 
@@ -126,6 +134,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             println!("{} is at schema version {version}", at.describe());
             Ok(())
         }
+        Command::MigrateStore(cmd) => migrate_store::run(&cli, cmd),
         Command::Demo(cmd) => demo::run(&cli, load_config(&cli)?, cmd),
         Command::Bench(cmd) => bench::run(&cli, cmd),
         Command::Serve(cmd) => serve::run(open(&cli)?, cmd),

@@ -23,6 +23,7 @@ mod lock;
 mod memory;
 mod metered;
 mod search;
+mod transfer;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -43,6 +44,7 @@ pub use aril_embed as embed;
 pub use aril_llm as llm;
 pub use aril_plan::{Plan, PlanPath, TimeWindow, Want};
 pub use aril_segment::SegmenterConfig;
+pub use aril_store::transfer::{Fingerprint, MoveProgress, MoveReport, Table};
 pub use aril_store::{
     ApiKeyRecord, DeleteReport, PG_SCHEMA_VERSION, SCHEMA_VERSION as EMBEDDED_SCHEMA_VERSION,
     StoreError, UnitKind,

@@ -14,6 +14,8 @@ mod schema;
 #[cfg(feature = "scratch")]
 pub mod scratch;
 pub(crate) mod sqlite;
+mod sqlite_transfer;
+pub mod transfer;
 
 use std::collections::{HashMap, HashSet};
 
@@ -520,6 +522,17 @@ pub trait Store: Send {
     /// every card written or deleted, by this process or any other, so a cache of the cards can
     /// tell it is stale with one small query.
     fn cards_generation(&self, user_id: &str) -> Result<(u64, i64), StoreError>;
+    /// A page of one table's rows in the table's order, after `after`, at most `limit`: what
+    /// [`transfer::copy`] moves to another store.
+    fn export(
+        &self,
+        table: transfer::Table,
+        after: &transfer::Cursor,
+        limit: usize,
+    ) -> Result<Vec<transfer::Row>, StoreError>;
+    /// Writes exported rows in one transaction; rows the store already holds are left alone
+    /// (a segment's place in the consolidation queue and an open segment take the source's).
+    fn import(&mut self, rows: &[transfer::Row]) -> Result<(), StoreError>;
     /// The store's own search, if it indexes what it stores ([`StoreSearch`]).
     fn search(&self) -> Option<&dyn StoreSearch> {
         None

@@ -24,7 +24,7 @@ const IN_CHUNK: usize = 500;
 
 /// The embedded SQLite implementation of [`Store`].
 pub struct SqliteStore {
-    conn: Connection,
+    pub(crate) conn: Connection,
     path: PathBuf,
 }
 
@@ -241,7 +241,10 @@ fn drop_unused_embeddings(tx: &Transaction<'_>, hashes: &[String]) -> Result<usi
 }
 
 /// Writes a batch inside an open transaction.
-fn write_batch(tx: &Transaction<'_>, batch: &WriteBatch) -> Result<CommitReport, StoreError> {
+pub(crate) fn write_batch(
+    tx: &Transaction<'_>,
+    batch: &WriteBatch,
+) -> Result<CommitReport, StoreError> {
     let mut report = CommitReport::default();
     let mut insert_turn = tx.prepare_cached(
         "INSERT OR IGNORE INTO turns (id, user_id, agent_id, run_id, conversation, session, \
@@ -347,7 +350,8 @@ fn write_batch(tx: &Transaction<'_>, batch: &WriteBatch) -> Result<CommitReport,
         ])?;
     }
     let mut insert_revision = tx.prepare_cached(
-        "INSERT INTO revisions (turn_id, memory_id, version) VALUES (?1, ?2, ?3)",
+        "INSERT INTO revisions (turn_id, memory_id, version) VALUES (?1, ?2, ?3) \
+         ON CONFLICT (turn_id) DO NOTHING",
     )?;
     for r in &batch.revisions {
         insert_revision.execute(params![r.turn.0, r.memory.0, r.version])?;
@@ -380,7 +384,7 @@ fn time_text(t: Option<DateTime<Utc>>) -> Option<String> {
     t.map(|t| t.to_rfc3339())
 }
 
-fn parse_time(s: Option<String>) -> Result<Option<DateTime<Utc>>, StoreError> {
+pub(crate) fn parse_time(s: Option<String>) -> Result<Option<DateTime<Utc>>, StoreError> {
     s.map(|s| {
         DateTime::parse_from_rfc3339(&s)
             .map(|t| t.with_timezone(&Utc))
@@ -901,6 +905,19 @@ impl Store for SqliteStore {
             [&segment.0],
         )?;
         Ok(())
+    }
+
+    fn export(
+        &self,
+        table: crate::transfer::Table,
+        after: &crate::transfer::Cursor,
+        limit: usize,
+    ) -> Result<Vec<crate::transfer::Row>, StoreError> {
+        crate::sqlite_transfer::export(self, table, after, limit)
+    }
+
+    fn import(&mut self, rows: &[crate::transfer::Row]) -> Result<(), StoreError> {
+        crate::sqlite_transfer::import(self, rows)
     }
 
     fn cards_generation(&self, user_id: &str) -> Result<(u64, i64), StoreError> {

@@ -14,6 +14,7 @@ mod backfill;
 mod cards;
 mod migrate;
 mod search;
+mod transfer;
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
@@ -105,7 +106,7 @@ impl PgStore {
     }
 
     /// The connection.
-    fn conn(&self) -> std::cell::RefMut<'_, Client> {
+    pub(super) fn conn(&self) -> std::cell::RefMut<'_, Client> {
         std::cell::RefMut::map(self.client.borrow_mut(), |c| {
             c.as_mut()
                 .expect("the connection is only taken when the store is dropped")
@@ -242,7 +243,10 @@ fn turn_from_row(r: &Row) -> Result<Turn, StoreError> {
 }
 
 /// Writes a batch inside an open transaction.
-fn write_batch(tx: &mut Transaction<'_>, batch: &WriteBatch) -> Result<CommitReport, StoreError> {
+pub(super) fn write_batch(
+    tx: &mut Transaction<'_>,
+    batch: &WriteBatch,
+) -> Result<CommitReport, StoreError> {
     let mut report = CommitReport::default();
     // The open segments first: a writer that lost the race fails before writing anything else,
     // and the winner holds the rows' locks until it commits.
@@ -338,7 +342,8 @@ fn write_batch(tx: &mut Transaction<'_>, batch: &WriteBatch) -> Result<CommitRep
     }
     for r in &batch.revisions {
         tx.execute(
-            "INSERT INTO revisions (turn_id, memory_id, version) VALUES ($1, $2, $3)",
+            "INSERT INTO revisions (turn_id, memory_id, version) VALUES ($1, $2, $3) \
+             ON CONFLICT (turn_id) DO NOTHING",
             &[&r.turn.0, &r.memory.0, &(r.version as i32)],
         )?;
     }
@@ -725,6 +730,19 @@ impl Store for PgStore {
             &[&segment.0],
         )?;
         Ok(())
+    }
+
+    fn export(
+        &self,
+        table: crate::transfer::Table,
+        after: &crate::transfer::Cursor,
+        limit: usize,
+    ) -> Result<Vec<crate::transfer::Row>, StoreError> {
+        transfer::export(self, table, after, limit)
+    }
+
+    fn import(&mut self, rows: &[crate::transfer::Row]) -> Result<(), StoreError> {
+        transfer::import(self, rows)
     }
 
     fn cards_generation(&self, user_id: &str) -> Result<(u64, i64), StoreError> {
