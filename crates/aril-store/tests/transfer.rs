@@ -23,7 +23,7 @@ fn turn(user: &str, n: u32, text: &str) -> TurnRecord {
         scope: Scope::user(user).unwrap(),
         conversation: "c".into(),
         session: Some("s1".into()),
-        role: if n % 2 == 0 {
+        role: if n.is_multiple_of(2) {
             Role::User
         } else {
             Role::Assistant

@@ -163,12 +163,15 @@ fn put_texts(
     Ok(())
 }
 
+/// Per text hash, its cached chunk vectors under each model that has them.
+type CachedVectors = HashMap<String, Vec<(String, Vec<crate::StoredChunk>)>>;
+
 /// The cached vectors of text hashes, under every model that has them.
 fn cached_vectors(
     client: &mut impl GenericClient,
     hashes: &[String],
-) -> Result<HashMap<String, Vec<(String, Vec<crate::StoredChunk>)>>, StoreError> {
-    let mut out: HashMap<String, Vec<(String, Vec<crate::StoredChunk>)>> = HashMap::new();
+) -> Result<CachedVectors, StoreError> {
+    let mut out = CachedVectors::new();
     for r in client.query(
         "SELECT text_hash, model, chunks FROM embeddings WHERE text_hash = ANY($1)",
         &[&hashes],
