@@ -12,7 +12,10 @@ use tantivy::query::{BooleanQuery, ConstScoreQuery, Occur, Query, TermQuery};
 use tantivy::schema::{
     Field, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing, TextOptions, Value,
 };
-use tantivy::tokenizer::TokenStream;
+use tantivy::tokenizer::{
+    Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter, TextAnalyzer,
+    TokenStream,
+};
 use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
 
 use crate::{Hit, IndexError};
@@ -39,9 +42,144 @@ pub struct LexicalIndex {
     reader: IndexReader,
     writer: IndexWriter,
     fields: Fields,
+    /// `en_stem` with the query stop words removed before stemming.
+    query_analyzer: TextAnalyzer,
 }
 
 const WRITER_MEMORY: usize = 50_000_000;
+
+/// Words a query is searched without: Snowball's English stop words, the list PostgreSQL's
+/// `english` text search configuration uses, so both backends' BM25 see the same query words.
+/// Documents keep theirs (only the query is filtered), so no index needs rebuilding.
+const QUERY_STOP_WORDS: &[&str] = &[
+    "i",
+    "me",
+    "my",
+    "myself",
+    "we",
+    "our",
+    "ours",
+    "ourselves",
+    "you",
+    "your",
+    "yours",
+    "yourself",
+    "yourselves",
+    "he",
+    "him",
+    "his",
+    "himself",
+    "she",
+    "her",
+    "hers",
+    "herself",
+    "it",
+    "its",
+    "itself",
+    "they",
+    "them",
+    "their",
+    "theirs",
+    "themselves",
+    "what",
+    "which",
+    "who",
+    "whom",
+    "this",
+    "that",
+    "these",
+    "those",
+    "am",
+    "is",
+    "are",
+    "was",
+    "were",
+    "be",
+    "been",
+    "being",
+    "have",
+    "has",
+    "had",
+    "having",
+    "do",
+    "does",
+    "did",
+    "doing",
+    "a",
+    "an",
+    "the",
+    "and",
+    "but",
+    "if",
+    "or",
+    "because",
+    "as",
+    "until",
+    "while",
+    "of",
+    "at",
+    "by",
+    "for",
+    "with",
+    "about",
+    "against",
+    "between",
+    "into",
+    "through",
+    "during",
+    "before",
+    "after",
+    "above",
+    "below",
+    "to",
+    "from",
+    "up",
+    "down",
+    "in",
+    "out",
+    "on",
+    "off",
+    "over",
+    "under",
+    "again",
+    "further",
+    "then",
+    "once",
+    "here",
+    "there",
+    "when",
+    "where",
+    "why",
+    "how",
+    "all",
+    "any",
+    "both",
+    "each",
+    "few",
+    "more",
+    "most",
+    "other",
+    "some",
+    "such",
+    "no",
+    "nor",
+    "not",
+    "only",
+    "own",
+    "same",
+    "so",
+    "than",
+    "too",
+    "very",
+    "s",
+    "t",
+    "can",
+    "will",
+    "just",
+    "don",
+    "should",
+    "now",
+];
 
 impl LexicalIndex {
     /// Opens the index in `dir`, creating it when absent.
@@ -69,11 +207,20 @@ impl LexicalIndex {
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)
             .try_into()?;
+        let query_analyzer = TextAnalyzer::builder(SimpleTokenizer::default())
+            .filter(RemoveLongFilter::limit(40))
+            .filter(LowerCaser)
+            .filter(StopWordFilter::remove(
+                QUERY_STOP_WORDS.iter().map(|w| w.to_string()),
+            ))
+            .filter(Stemmer::new(Language::English))
+            .build();
         Ok(Self {
             index,
             reader,
             writer,
             fields,
+            query_analyzer,
         })
     }
 
@@ -214,7 +361,7 @@ impl LexicalIndex {
         kinds: &[UnitKind],
     ) -> Result<Vec<Hit>, IndexError> {
         let f = &self.fields;
-        let mut analyzer = self.index.tokenizer_for_field(f.text)?;
+        let mut analyzer = self.query_analyzer.clone();
         let mut stream = analyzer.token_stream(query);
         let mut terms: Vec<(Occur, Box<dyn Query>)> = Vec::new();
         let mut seen = std::collections::HashSet::new();
@@ -348,6 +495,47 @@ mod tests {
             .is_empty()
         );
         assert_eq!(idx.watermark().unwrap().turn_seq, 3);
+    }
+
+    #[test]
+    fn query_stop_words_do_not_rank_and_a_stop_word_query_finds_nothing() {
+        let mut idx = LexicalIndex::in_memory().unwrap();
+        idx.add(
+            &[
+                unit(
+                    "chatter",
+                    "u",
+                    "what was it that they did there, and what was it for",
+                    1,
+                ),
+                unit("dog", "u", "Our dog is called Rex", 2),
+            ],
+            Watermark::default(),
+        )
+        .unwrap();
+        // "what", "was", "did", "the" match the chatter many times; only "dog" ranks.
+        let hits = idx
+            .search(
+                &ScopeFilter::user("u"),
+                "what was the dog called and what did it do",
+                10,
+                &[UnitKind::Turn],
+            )
+            .unwrap();
+        assert_eq!(
+            hits.iter().map(|h| h.id.as_str()).collect::<Vec<_>>(),
+            vec!["dog"]
+        );
+        assert!(
+            idx.search(
+                &ScopeFilter::user("u"),
+                "what was it",
+                10,
+                &[UnitKind::Turn]
+            )
+            .unwrap()
+            .is_empty()
+        );
     }
 
     #[test]
