@@ -16,6 +16,7 @@ mod config;
 mod consolidate;
 mod embedding;
 mod error;
+mod focus;
 mod ingest;
 mod input;
 mod keys;

@@ -165,18 +165,44 @@ impl Engine {
         qv: &[f32],
     ) -> Result<Vec<Candidate>, EngineError> {
         let c = self.config.recall.candidates;
-        let dense_turns = self.dense_hits(filter, qv, c, UnitKind::Turn)?;
+        // Deeper turn lists when speaker focus may restrict them to one speaker's turns.
+        let focusing = self.config.recall.w_focus > 0.0;
+        let turn_depth = if focusing {
+            c * self.config.recall.focus_depth.max(1)
+        } else {
+            c
+        };
+        let dense_turns = self.dense_hits(filter, qv, turn_depth, UnitKind::Turn)?;
         let dense_segments = self.dense_hits(filter, qv, c, UnitKind::Segment)?;
-        let lexical_turns = self.lexical_hits(filter, query, c, UnitKind::Turn)?;
+        let lexical_turns = self.lexical_hits(filter, query, turn_depth, UnitKind::Turn)?;
         let lexical_segments = self.lexical_hits(filter, query, c, UnitKind::Segment)?;
+        let focus = if focusing {
+            self.speaker_focus(query, &dense_turns, &lexical_turns)?
+        } else {
+            None
+        };
         let r = &self.config.recall;
         let ranked = |hits: &[Hit]| -> Vec<Ranked> {
             hits.iter()
+                .take(c)
                 .map(|h| (h.kind, h.id.clone()))
                 .zip(1..)
                 .collect()
         };
         let (dt, lt) = (ranked(&dense_turns), ranked(&lexical_turns));
+        // The named speaker's own turns among the deeper lists, ranked again from 1.
+        let (fdt, flt) = match &focus {
+            Some(theirs) => {
+                let only = |hits: &[Hit]| -> Vec<Hit> {
+                    hits.iter()
+                        .filter(|h| theirs.contains(&h.id))
+                        .cloned()
+                        .collect()
+                };
+                (ranked(&only(&dense_turns)), ranked(&only(&lexical_turns)))
+            }
+            None => (Vec::new(), Vec::new()),
+        };
         let (ds, ls) = match r.segments {
             SegmentUse::Units => (ranked(&dense_segments), ranked(&lexical_segments)),
             SegmentUse::RankTurns => (
@@ -190,10 +216,41 @@ impl Engine {
                 (&lt, r.w_lexical_turns),
                 (&ds, r.w_dense_segments),
                 (&ls, r.w_lexical_segments),
+                (&fdt, r.w_focus),
+                (&flt, r.w_focus),
             ],
             r.rrf_k,
         );
         self.resolve(&fused, &filter.user_id)
+    }
+
+    /// The ids of the candidate turns spoken by the one speaker the question names, if it names
+    /// exactly one of the speakers among them ([`crate::focus`]).
+    fn speaker_focus(
+        &self,
+        query: &str,
+        dense: &[Hit],
+        lexical: &[Hit],
+    ) -> Result<Option<std::collections::HashSet<String>>, EngineError> {
+        let ids: Vec<TurnId> = dense
+            .iter()
+            .chain(lexical)
+            .map(|h| TurnId(h.id.clone()))
+            .collect::<std::collections::HashSet<_>>()
+            .into_iter()
+            .collect();
+        let turns = self.store.turns(&ids)?;
+        let named = crate::focus::named_speaker(
+            query,
+            turns.iter().filter_map(|t| t.turn.speaker.as_deref()),
+        );
+        Ok(named.map(|name| {
+            turns
+                .iter()
+                .filter(|t| t.turn.speaker.as_deref() == Some(name))
+                .map(|t| t.id.0.clone())
+                .collect()
+        }))
     }
 
     /// The `k` turns or segments nearest `qv` inside the filter: the store's search when it has

@@ -26,6 +26,7 @@ aril_store::conformance!(
     the_open_segment_survives_a_restart,
     a_directory_has_one_owner_and_a_database_is_shared,
     invalid_input_changes_nothing,
+    a_question_naming_a_speaker_prefers_what_that_speaker_said,
     an_update_is_a_new_version_that_recall_prefers_and_history_keeps,
     deleting_a_memory_removes_every_version_and_rebuilds_what_held_it,
 );
@@ -133,6 +134,57 @@ fn recall_finds_the_relevant_turn_with_its_source_and_date(place: &Place) {
         r.results.iter().map(|h| h.rank).collect::<Vec<_>>(),
         (1..=r.results.len()).collect::<Vec<_>>()
     );
+}
+
+fn a_question_naming_a_speaker_prefers_what_that_speaker_said(place: &Place) {
+    let said = |n: u32, speaker: &str, text: &str| NewTurn {
+        speaker: Some(speaker.into()),
+        role: Role::User,
+        ..turn("u", "s1", n, text)
+    };
+    // Caroline's question echoes the words of the question asked later; Melanie's answer holds
+    // what is asked.
+    let turns = vec![
+        said(
+            0,
+            "Caroline",
+            "Melanie, what do you paint these days? I paint the sea.",
+        ),
+        said(
+            1,
+            "Melanie",
+            "Mostly small watercolours of the flowers in my garden.",
+        ),
+        said(2, "Caroline", "I went to the pottery fair on Saturday."),
+        said(
+            3,
+            "Melanie",
+            "My kids and I went camping at the lake last week.",
+        ),
+    ];
+    let question = "What does Melanie paint?";
+    let top = |engine: &mut Engine| search(engine, "u", question, 4).results[0].text.clone();
+    let mut engine = place.open();
+    ingest(&mut engine, turns, true);
+    assert!(
+        top(&mut engine).starts_with("Melanie: Mostly"),
+        "{}",
+        top(&mut engine)
+    );
+    // Without the focus, what the other speaker said about painting ranks first: the focus is
+    // what finds Melanie's own words.
+    drop(engine);
+    let mut config = Config::default();
+    config.recall.w_focus = 0.0;
+    let mut unfocused = place.open_with(config);
+    assert!(
+        top(&mut unfocused).starts_with("Caroline:"),
+        "{}",
+        top(&mut unfocused)
+    );
+    // A question naming nobody is not focused.
+    let r = search(&mut unfocused, "u", "Who went camping?", 1);
+    assert!(r.results[0].text.contains("camping"));
 }
 
 fn budget_bounds_the_context(place: &Place) {

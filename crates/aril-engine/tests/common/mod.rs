@@ -42,13 +42,12 @@ impl Place {
     }
 
     pub fn open(&self) -> Engine {
-        Engine::open_at(
-            self.dir.path(),
-            &self.at,
-            Config::default(),
-            Some(embedder()),
-        )
-        .unwrap()
+        self.open_with(Config::default())
+    }
+
+    /// The engine with a configuration of its own.
+    pub fn open_with(&self, config: Config) -> Engine {
+        Engine::open_at(self.dir.path(), &self.at, config, Some(embedder())).unwrap()
     }
 
     /// An engine on the same store with a data directory of its own (another process of a
