@@ -39,8 +39,9 @@ impl Engine {
         }
         // Each distinct missing text once.
         let mut missing: Vec<(String, &str)> = Vec::new();
+        let mut asked = std::collections::HashSet::new();
         for (h, t) in hashes.iter().zip(texts) {
-            if !known.contains_key(h) && !missing.iter().any(|(m, _)| m == h) {
+            if !known.contains_key(h) && asked.insert(h) {
                 missing.push((h.clone(), t));
             }
         }

@@ -128,6 +128,7 @@ impl Engine {
             &mut open,
             false,
             vec![revision],
+            &[],
         )?;
         self.store
             .turns(std::slice::from_ref(&new_id))?
