@@ -86,6 +86,10 @@ pub struct BenchReport {
 pub struct QuestionRanking {
     pub question_id: String,
     pub retrieved_ids: Vec<String>,
+    /// LoCoMo: the source turn ids of the top units, a list per unit in rank order (up to
+    /// [`crate::run::UNITS_SHOWN`]), so a question's evidence can be found in its ranking.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub retrieved_turns: Vec<Vec<String>>,
     /// The answer and its scores (`--answer`).
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub qa: Option<crate::qa::QuestionQa>,

@@ -52,8 +52,12 @@ pub struct BenchOptions {
     pub qa: Option<qa::QaOptions>,
 }
 
-/// Units each strategy returns per question: enough for 4k-token budgets and 10 distinct sessions.
-const DEPTH: usize = 100;
+/// Units each strategy returns per question: enough for 10 distinct sessions and to fill the
+/// largest budget (4k tokens) with the smallest units (single turns of ~35 tokens), so no
+/// strategy is cut short by the count instead of the budget.
+const DEPTH: usize = 300;
+/// Units per question whose turns `--rankings` lists (LoCoMo).
+pub const UNITS_SHOWN: usize = 60;
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
@@ -188,6 +192,14 @@ pub fn run(
         .map(|(i, (c, units))| QuestionRanking {
             question_id: c.id.clone(),
             retrieved_ids: score::session_ranking(units).into_iter().take(10).collect(),
+            retrieved_turns: match options.benchmark {
+                Benchmark::Locomo => units
+                    .iter()
+                    .take(UNITS_SHOWN)
+                    .map(|u| u.turns.clone())
+                    .collect(),
+                _ => Vec::new(),
+            },
             qa: qa_scores
                 .as_ref()
                 .and_then(|q| q.per_question.get(i).cloned()),
