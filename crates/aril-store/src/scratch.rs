@@ -24,6 +24,11 @@ macro_rules! conformance {
     };
 }
 
+/// The embedding cache's binary form of chunk vectors, for tests that write rows by hand.
+pub fn encode_chunks(chunks: &[crate::StoredChunk]) -> Vec<u8> {
+    crate::codec::encode(chunks)
+}
+
 /// A database that exists while this value does.
 pub struct ScratchDatabase {
     admin: String,
@@ -79,7 +84,22 @@ impl ScratchDatabase {
         })
     }
 
-    fn create() -> Result<Self, StoreError> {
+    /// A new database migrated only up to schema `version`, as an older aril left it.
+    pub fn at_version(version: u32) -> Result<Self, StoreError> {
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let (admin, name, url) = Self::empty()?;
+                let mut client = crate::postgres::connect(&url)?;
+                crate::postgres::migrate::apply_up_to(&mut client, version)?;
+                Ok(Self { admin, name, url })
+            })
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        })
+    }
+
+    /// A fresh, empty database: its admin URL, name and URL.
+    fn empty() -> Result<(String, String, String), StoreError> {
         static NEXT: AtomicU32 = AtomicU32::new(0);
         let admin = with_database(&server_url()?, "postgres");
         let name = format!(
@@ -91,6 +111,11 @@ impl ScratchDatabase {
         client.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))?;
         client.batch_execute(&format!("CREATE DATABASE {name}"))?;
         let url = with_database(&admin, &name);
+        Ok((admin, name, url))
+    }
+
+    fn create() -> Result<Self, StoreError> {
+        let (admin, name, url) = Self::empty()?;
         PgStore::migrate(&url)?;
         Ok(Self { admin, name, url })
     }

@@ -885,3 +885,67 @@ fn postgres_refuses_a_database_not_migrated_or_newer_and_migrating_twice_is_harm
         Ok(_) => panic!("a database without the schema was opened"),
     }
 }
+
+/// A database an aril of schema 1 filled (no search rows) becomes searchable by `migrate`: the
+/// backfill renders texts and decodes cached vectors into chunk rows.
+#[test]
+fn postgres_migrating_schema_1_indexes_what_it_holds() {
+    let db = ScratchDatabase::at_version(1).unwrap_or_else(|e| panic!("{e}"));
+    let mut client = ::postgres::Client::connect(db.url(), ::postgres::NoTls).unwrap();
+    let chunks = aril_store::scratch::encode_chunks(&[StoredChunk {
+        start: 0,
+        end: 5,
+        vector: vec![0.6, 0.8],
+    }]);
+    client
+        .batch_execute(
+            "INSERT INTO turns (id, user_id, conversation, role, speaker, text, text_hash, \
+             ingest_time) VALUES \
+             ('t1', 'u', 'c', 'user', 'Ana', 'My bicycle is red', 'h1', now()), \
+             ('t2', 'u', 'c', 'user', 'Ana', 'The train was late again', 'h2', now()); \
+             INSERT INTO segments (id, user_id, conversation, boundary_score, reason, tokens, \
+             text_hash) VALUES ('s1', 'u', 'c', 0.7, 'flushed', 12, 'hs'); \
+             INSERT INTO segment_turns VALUES ('s1', 0, 't1'), ('s1', 1, 't2');",
+        )
+        .unwrap();
+    for hash in ["h1", "h2", "hs"] {
+        client
+            .execute(
+                "INSERT INTO embeddings (model, text_hash, pieces, chunks) VALUES ('m', $1, 5, $2)",
+                &[&hash, &chunks],
+            )
+            .unwrap();
+    }
+    assert!(matches!(
+        PgStore::open(db.url()),
+        Err(StoreError::NotMigrated { found: 1, .. })
+    ));
+    assert_eq!(PgStore::migrate(db.url()).unwrap(), 2);
+    let store = PgStore::open(db.url()).unwrap();
+    let search = store.search().unwrap();
+    let u = ScopeFilter::user("u");
+    let words = search
+        .lexical(&u, "bicycle", 5, aril_store::UnitKind::Turn)
+        .unwrap();
+    assert_eq!(
+        words.iter().map(|h| h.id.as_str()).collect::<Vec<_>>(),
+        vec!["t1"]
+    );
+    let segment = search
+        .lexical(&u, "train", 5, aril_store::UnitKind::Segment)
+        .unwrap();
+    assert_eq!(segment.len(), 1);
+    let near = search
+        .dense("m", &u, &[0.6, 0.8], 5, aril_store::UnitKind::Turn)
+        .unwrap();
+    assert_eq!(near.len(), 2);
+    assert!((near[0].score - 1.0).abs() < 1e-5);
+    assert_eq!(
+        search
+            .dense("m", &u, &[0.6, 0.8], 5, aril_store::UnitKind::Segment)
+            .unwrap()
+            .len(),
+        1
+    );
+    store.check_integrity().unwrap();
+}

@@ -56,6 +56,17 @@ pub(super) fn check(client: &mut Client, url: &str) -> Result<(), StoreError> {
     }
 }
 
+/// Applies the migrations up to `version` only, as an older aril left the database (tests of
+/// upgrades).
+#[cfg(feature = "scratch")]
+pub(crate) fn apply_up_to(client: &mut Client, version: u32) -> Result<(), StoreError> {
+    runner()
+        .set_target(refinery::Target::Version(version))
+        .run(client)
+        .map_err(|e| StoreError::Migration(e.to_string()))?;
+    Ok(())
+}
+
 /// Applies what is missing under an advisory lock; refuses a newer database.
 pub(super) fn apply(client: &mut Client, url: &str) -> Result<i64, StoreError> {
     client.execute("SELECT pg_advisory_lock($1)", &[&LOCK_KEY])?;

@@ -12,7 +12,7 @@
 
 mod backfill;
 mod cards;
-mod migrate;
+pub(crate) mod migrate;
 mod search;
 mod transfer;
 
