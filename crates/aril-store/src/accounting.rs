@@ -1,34 +1,40 @@
 //! Token accounting in SQLite: one `llm_calls` row per model call, summed by purpose and model
 //! for `aril stats`.
 
-use rusqlite::{Connection, params};
+use rusqlite::{Connection, Transaction, params};
 
 use crate::{LlmCall, LlmUsage, StoreError};
 
 pub(crate) fn record(conn: &mut Connection, calls: &[LlmCall]) -> Result<(), StoreError> {
     let tx = conn.transaction()?;
-    {
-        let mut row = tx.prepare_cached(
-            "INSERT INTO llm_calls (at, purpose, model, prompt_tokens, completion_tokens, \
-             counted_locally, latency_ms, attempts, prompt_o200k, completion_o200k) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-        )?;
-        for c in calls {
-            row.execute(params![
-                c.at.to_rfc3339(),
-                c.purpose,
-                c.model,
-                c.prompt_tokens as i64,
-                c.completion_tokens as i64,
-                c.counted_locally,
-                c.latency_ms as i64,
-                c.attempts,
-                c.prompt_o200k as i64,
-                c.completion_o200k as i64,
-            ])?;
-        }
+    for c in calls {
+        insert(&tx, c, true)?;
     }
     tx.commit()?;
+    Ok(())
+}
+
+/// One call's row; `o200k` false leaves its o200k counts absent (a call recorded before they
+/// were kept, moved from another store).
+pub(crate) fn insert(tx: &Transaction<'_>, c: &LlmCall, o200k: bool) -> Result<(), StoreError> {
+    let count = |n: u64| o200k.then_some(n as i64);
+    tx.prepare_cached(
+        "INSERT INTO llm_calls (at, purpose, model, prompt_tokens, completion_tokens, \
+         counted_locally, latency_ms, attempts, prompt_o200k, completion_o200k) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+    )?
+    .execute(params![
+        c.at.to_rfc3339(),
+        c.purpose,
+        c.model,
+        c.prompt_tokens as i64,
+        c.completion_tokens as i64,
+        c.counted_locally,
+        c.latency_ms as i64,
+        c.attempts,
+        count(c.prompt_o200k),
+        count(c.completion_o200k),
+    ])?;
     Ok(())
 }
 

@@ -3,29 +3,15 @@
 
 use std::collections::HashMap;
 
-use aril_core::{SegmentId, TurnId};
+use aril_core::TurnId;
 use rusqlite::{OptionalExtension, params, params_from_iter};
 
 use crate::sqlite::{SqliteStore, parse_time, scope_from_row, write_batch};
-use crate::transfer::{Cursor, QueueState, Row, Table};
+use crate::transfer::{Cursor, QueueState, Row, SegmentMeta, Table};
 use crate::{
-    ApiKeyRecord, CardVectors, Embedding, LlmCall, OpenSegmentRecord, RevisionRecord,
-    SegmentRecord, Store, StoreError, TurnRecord, WriteBatch, cards, codec,
+    ApiKeyRecord, CardVectors, Embedding, LlmCall, OpenSegmentRecord, RevisionRecord, Store,
+    StoreError, cards, codec,
 };
-
-fn seq_after(after: &Cursor) -> i64 {
-    match after {
-        Cursor::Seq(s) => *s,
-        _ => 0,
-    }
-}
-
-fn key_after(after: &Cursor) -> (String, String) {
-    match after {
-        Cursor::Key(a, b) => (a.clone(), b.clone()),
-        _ => (String::new(), String::new()),
-    }
-}
 
 fn sql_limit(limit: usize) -> i64 {
     limit.min(i64::MAX as usize) as i64
@@ -44,20 +30,9 @@ pub(crate) fn export(
             let mut stmt = conn
                 .prepare("SELECT id, text_hash FROM turns WHERE seq > ?1 ORDER BY seq LIMIT ?2")?;
             let keys: Vec<(String, String)> = stmt
-                .query_map(params![seq_after(after), limit], |r| {
-                    Ok((r.get(0)?, r.get(1)?))
-                })?
+                .query_map(params![after.seq(), limit], |r| Ok((r.get(0)?, r.get(1)?)))?
                 .collect::<Result<_, _>>()?;
-            let ids: Vec<TurnId> = keys.iter().map(|(id, _)| TurnId(id.clone())).collect();
-            let hashes: HashMap<String, String> = keys.into_iter().collect();
-            Ok(store
-                .turns(&ids)?
-                .into_iter()
-                .map(|turn| {
-                    let text_hash = hashes.get(&turn.id.0).cloned().unwrap_or_default();
-                    Row::Turn(TurnRecord { turn, text_hash })
-                })
-                .collect())
+            crate::transfer::turn_rows(store, keys)
         }
         Table::Segments => {
             let mut stmt = conn.prepare(
@@ -65,9 +40,8 @@ pub(crate) fn export(
                  LEFT JOIN consolidation q ON q.segment_id = s.id WHERE s.seq > ?1 \
                  ORDER BY s.seq LIMIT ?2",
             )?;
-            type Meta = (String, i64, String, Option<QueueState>);
-            let meta: Vec<Meta> = stmt
-                .query_map(params![seq_after(after), limit], |r| {
+            let meta: Vec<SegmentMeta> = stmt
+                .query_map(params![after.seq(), limit], |r| {
                     let status: Option<String> = r.get(3)?;
                     Ok((
                         r.get(0)?,
@@ -84,22 +58,7 @@ pub(crate) fn export(
                     ))
                 })?
                 .collect::<Result<_, _>>()?;
-            let ids: Vec<SegmentId> = meta.iter().map(|m| SegmentId(m.0.clone())).collect();
-            let mut by_id: HashMap<String, aril_core::Segment> = store
-                .segments(&ids)?
-                .into_iter()
-                .map(|s| (s.id.0.clone(), s))
-                .collect();
-            Ok(meta
-                .into_iter()
-                .filter_map(|(id, seq, text_hash, queue)| {
-                    by_id.remove(&id).map(|segment| Row::Segment {
-                        seq,
-                        record: SegmentRecord { segment, text_hash },
-                        queue,
-                    })
-                })
-                .collect())
+            crate::transfer::segment_rows(store, meta)
         }
         Table::OpenSegments => {
             let mut stmt = conn.prepare(
@@ -124,7 +83,7 @@ pub(crate) fn export(
                 .collect()
         }
         Table::Embeddings => {
-            let (model, hash) = key_after(after);
+            let (model, hash) = after.key();
             let mut stmt = conn.prepare(
                 "SELECT model, text_hash, pieces, chunks FROM embeddings \
                  WHERE (model, text_hash) > (?1, ?2) ORDER BY model, text_hash LIMIT ?3",
@@ -146,7 +105,7 @@ pub(crate) fn export(
                 .collect()
         }
         Table::Revisions => {
-            let (turn, _) = key_after(after);
+            let (turn, _) = after.key();
             let mut stmt = conn.prepare(
                 "SELECT turn_id, memory_id, version FROM revisions WHERE turn_id > ?1 \
                  ORDER BY turn_id LIMIT ?2",
@@ -165,16 +124,10 @@ pub(crate) fn export(
             let mut stmt =
                 conn.prepare("SELECT id, seq FROM cards WHERE seq > ?1 ORDER BY seq LIMIT ?2")?;
             let keys: Vec<(String, i64)> = stmt
-                .query_map(params![seq_after(after), limit], |r| {
-                    Ok((r.get(0)?, r.get(1)?))
-                })?
+                .query_map(params![after.seq(), limit], |r| Ok((r.get(0)?, r.get(1)?)))?
                 .collect::<Result<_, _>>()?;
-            let ids: Vec<aril_core::CardId> = keys
-                .iter()
-                .map(|(id, _)| aril_core::CardId(id.clone()))
-                .collect();
+            let texts: Vec<String> = keys.iter().map(|(id, _)| id.clone()).collect();
             let mut vectors: HashMap<String, Vec<CardVectors>> = HashMap::new();
-            let texts: Vec<String> = ids.iter().map(|i| i.0.clone()).collect();
             for v in SqliteStore::in_chunks(&texts, |marks, chunk| {
                 let mut stmt = conn.prepare(&format!(
                     "SELECT card_id, model, chunks FROM card_vectors WHERE card_id IN ({marks}) \
@@ -194,16 +147,7 @@ pub(crate) fn export(
                     chunks: codec::decode(&chunks)?,
                 });
             }
-            let seqs: HashMap<String, i64> = keys.into_iter().collect();
-            Ok(store
-                .cards_by_id(&ids)?
-                .into_iter()
-                .map(|card| Row::Card {
-                    seq: seqs.get(&card.id.0).copied().unwrap_or_default(),
-                    vectors: vectors.remove(&card.id.0).unwrap_or_default(),
-                    card,
-                })
-                .collect())
+            crate::transfer::card_rows(store, keys, vectors)
         }
         Table::EncoderStates => {
             let mut stmt = conn.prepare(
@@ -288,22 +232,7 @@ pub(crate) fn export(
 
 pub(crate) fn import(store: &mut SqliteStore, rows: &[Row]) -> Result<(), StoreError> {
     let tx = store.conn.transaction()?;
-    let mut batch = WriteBatch::default();
-    let mut queues: Vec<(&SegmentId, &QueueState)> = Vec::new();
-    for row in rows {
-        match row {
-            Row::Turn(t) => batch.turns.push(t.clone()),
-            Row::Segment { record, queue, .. } => {
-                batch.segments.push(record.clone());
-                if let Some(q) = queue {
-                    queues.push((&record.segment.id, q));
-                }
-            }
-            Row::Embedding(e) => batch.embeddings.push(e.clone()),
-            Row::Revision(r) => batch.revisions.push(r.clone()),
-            _ => {}
-        }
-    }
+    let (batch, queues) = crate::transfer::ingest_part(rows);
     write_batch(&tx, &batch)?;
     for (segment, q) in queues {
         tx.execute(
@@ -357,26 +286,7 @@ pub(crate) fn import(store: &mut SqliteStore, rows: &[Row]) -> Result<(), StoreE
                     ],
                 )?;
             }
-            Row::LlmCall { call: c, o200k } => {
-                let count = |n: u64| o200k.then_some(n as i64);
-                tx.execute(
-                    "INSERT INTO llm_calls (at, purpose, model, prompt_tokens, completion_tokens, \
-                     counted_locally, latency_ms, attempts, prompt_o200k, completion_o200k) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-                    params![
-                        c.at.to_rfc3339(),
-                        c.purpose,
-                        c.model,
-                        c.prompt_tokens as i64,
-                        c.completion_tokens as i64,
-                        c.counted_locally,
-                        c.latency_ms as i64,
-                        c.attempts,
-                        count(c.prompt_o200k),
-                        count(c.completion_o200k)
-                    ],
-                )?;
-            }
+            Row::LlmCall { call, o200k } => crate::accounting::insert(&tx, call, *o200k)?,
             Row::ApiKey(k) => insert_key(&tx, k)?,
             _ => {}
         }

@@ -85,6 +85,120 @@ pub enum Cursor {
     Key(String, String),
 }
 
+impl Cursor {
+    /// The store order a page starts after (0 from the start).
+    pub(crate) fn seq(&self) -> i64 {
+        match self {
+            Cursor::Seq(s) => *s,
+            _ => 0,
+        }
+    }
+
+    /// The key a page starts after (empty from the start).
+    pub(crate) fn key(&self) -> (String, String) {
+        match self {
+            Cursor::Key(a, b) => (a.clone(), b.clone()),
+            _ => (String::new(), String::new()),
+        }
+    }
+}
+
+/// A page of turns as rows: the turns read from the store, with their `(id, text hash)` as the
+/// page listed them (both backends list, then read through [`Store::turns`]).
+pub(crate) fn turn_rows(
+    store: &dyn Store,
+    keys: Vec<(String, String)>,
+) -> Result<Vec<Row>, StoreError> {
+    let ids: Vec<aril_core::TurnId> = keys
+        .iter()
+        .map(|(id, _)| aril_core::TurnId(id.clone()))
+        .collect();
+    let hashes: std::collections::HashMap<String, String> = keys.into_iter().collect();
+    Ok(store
+        .turns(&ids)?
+        .into_iter()
+        .map(|turn| {
+            let text_hash = hashes.get(&turn.id.0).cloned().unwrap_or_default();
+            Row::Turn(TurnRecord { turn, text_hash })
+        })
+        .collect())
+}
+
+/// A listed segment: id, store order, text hash, place in the queue.
+pub(crate) type SegmentMeta = (String, i64, String, Option<QueueState>);
+
+/// A page of segments as rows, read through [`Store::segments`].
+pub(crate) fn segment_rows(
+    store: &dyn Store,
+    meta: Vec<SegmentMeta>,
+) -> Result<Vec<Row>, StoreError> {
+    let ids: Vec<aril_core::SegmentId> = meta
+        .iter()
+        .map(|m| aril_core::SegmentId(m.0.clone()))
+        .collect();
+    let mut by_id: std::collections::HashMap<String, aril_core::Segment> = store
+        .segments(&ids)?
+        .into_iter()
+        .map(|s| (s.id.0.clone(), s))
+        .collect();
+    Ok(meta
+        .into_iter()
+        .filter_map(|(id, seq, text_hash, queue)| {
+            by_id.remove(&id).map(|segment| Row::Segment {
+                seq,
+                record: SegmentRecord { segment, text_hash },
+                queue,
+            })
+        })
+        .collect())
+}
+
+/// A page of cards as rows, read through [`Store::cards_by_id`], with their vectors.
+pub(crate) fn card_rows(
+    store: &dyn Store,
+    keys: Vec<(String, i64)>,
+    mut vectors: std::collections::HashMap<String, Vec<CardVectors>>,
+) -> Result<Vec<Row>, StoreError> {
+    let ids: Vec<aril_core::CardId> = keys
+        .iter()
+        .map(|(id, _)| aril_core::CardId(id.clone()))
+        .collect();
+    let seqs: std::collections::HashMap<String, i64> = keys.into_iter().collect();
+    Ok(store
+        .cards_by_id(&ids)?
+        .into_iter()
+        .map(|card| Row::Card {
+            seq: seqs.get(&card.id.0).copied().unwrap_or_default(),
+            vectors: vectors.remove(&card.id.0).unwrap_or_default(),
+            card,
+        })
+        .collect())
+}
+
+/// What an import writes through the ingest writer (turns, segments, cache entries, memory
+/// versions), and the queue places to restore after it.
+pub(crate) fn ingest_part(
+    rows: &[Row],
+) -> (crate::WriteBatch, Vec<(&aril_core::SegmentId, &QueueState)>) {
+    let mut batch = crate::WriteBatch::default();
+    let mut queues = Vec::new();
+    for row in rows {
+        match row {
+            Row::Turn(t) => batch.turns.push(t.clone()),
+            Row::Segment { record, queue, .. } => {
+                batch.segments.push(record.clone());
+                if let Some(q) = queue {
+                    queues.push((&record.segment.id, q));
+                }
+            }
+            Row::Embedding(e) => batch.embeddings.push(e.clone()),
+            Row::Revision(r) => batch.revisions.push(r.clone()),
+            _ => {}
+        }
+    }
+    (batch, queues)
+}
+
 /// Where a segment stands in the consolidation queue.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct QueueState {

@@ -12,85 +12,69 @@ use crate::{StoreError, UnitKind, codec};
 /// Rows indexed per transaction.
 const PAGE: i64 = 1000;
 
+/// The next page of a table's rows that lack a `tsvector`, oldest first.
+fn unindexed(tx: &mut postgres::Transaction<'_>, table: &str) -> Result<Vec<String>, StoreError> {
+    Ok(tx
+        .query(
+            &format!("SELECT id FROM {table} WHERE tsv IS NULL ORDER BY seq LIMIT $1"),
+            &[&PAGE],
+        )?
+        .iter()
+        .map(|r| r.get(0))
+        .collect())
+}
+
 pub(super) fn run(client: &mut Client) -> Result<(), StoreError> {
     let mut filled = 0usize;
-    loop {
-        let mut tx = client.transaction()?;
-        let ids: Vec<String> = tx
-            .query(
-                "SELECT id FROM turns WHERE tsv IS NULL ORDER BY seq LIMIT $1",
-                &[&PAGE],
-            )?
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
-        if ids.is_empty() {
-            break;
+    for table in ["turns", "segments", "cards"] {
+        loop {
+            let mut tx = client.transaction()?;
+            let ids = unindexed(&mut tx, table)?;
+            if ids.is_empty() {
+                break;
+            }
+            match table {
+                "turns" => index_turns(&mut tx, &ids)?,
+                "segments" => index_segments(&mut tx, &ids)?,
+                _ => index_cards_with_vectors(&mut tx, &ids)?,
+            }
+            tx.commit()?;
+            filled += ids.len();
         }
-        index_turns(&mut tx, &ids)?;
-        tx.commit()?;
-        filled += ids.len();
-    }
-    loop {
-        let mut tx = client.transaction()?;
-        let ids: Vec<String> = tx
-            .query(
-                "SELECT id FROM segments WHERE tsv IS NULL ORDER BY seq LIMIT $1",
-                &[&PAGE],
-            )?
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
-        if ids.is_empty() {
-            break;
-        }
-        index_segments(&mut tx, &ids)?;
-        tx.commit()?;
-        filled += ids.len();
-    }
-    loop {
-        let mut tx = client.transaction()?;
-        let ids: Vec<String> = tx
-            .query(
-                "SELECT id FROM cards WHERE tsv IS NULL ORDER BY seq LIMIT $1",
-                &[&PAGE],
-            )?
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
-        if ids.is_empty() {
-            break;
-        }
-        let cards = super::cards::load(&mut tx, "c.id = ANY($1)", &[&ids])?;
-        index_cards(&mut tx, &cards)?;
-        // Their vectors, which schema 1 kept only in `card_vectors`.
-        let rows = tx.query(
-            "SELECT v.card_id, v.model, v.chunks FROM card_vectors v WHERE v.card_id = ANY($1)",
-            &[&ids],
-        )?;
-        let mut decoded = Vec::with_capacity(rows.len());
-        for r in &rows {
-            let id: String = r.try_get(0)?;
-            let model: String = r.try_get(1)?;
-            decoded.push((id, model, codec::decode(r.try_get(2)?)?));
-        }
-        let units: Vec<ChunkRows<'_>> = decoded
-            .iter()
-            .filter_map(|(id, model, chunks)| {
-                cards.iter().find(|c| &c.id.0 == id).map(|c| ChunkRows {
-                    id,
-                    scope: &c.scope,
-                    model,
-                    chunks,
-                })
-            })
-            .collect();
-        put_chunks(&mut tx, UnitKind::Card, &units)?;
-        tx.commit()?;
-        filled += ids.len();
     }
     if filled > 0 {
         tracing::info!(units = filled, "indexed rows stored before schema 2");
     }
     Ok(())
+}
+
+/// Cards' texts and their vectors, which schema 1 kept only in `card_vectors`.
+fn index_cards_with_vectors(
+    tx: &mut postgres::Transaction<'_>,
+    ids: &[String],
+) -> Result<(), StoreError> {
+    let cards = super::cards::load(tx, "c.id = ANY($1)", &[&ids])?;
+    index_cards(tx, &cards)?;
+    let rows = tx.query(
+        "SELECT v.card_id, v.model, v.chunks FROM card_vectors v WHERE v.card_id = ANY($1)",
+        &[&ids],
+    )?;
+    let mut decoded = Vec::with_capacity(rows.len());
+    for r in &rows {
+        let id: String = r.try_get(0)?;
+        let model: String = r.try_get(1)?;
+        decoded.push((id, model, codec::decode(r.try_get(2)?)?));
+    }
+    let units: Vec<ChunkRows<'_>> = decoded
+        .iter()
+        .filter_map(|(id, model, chunks)| {
+            cards.iter().find(|c| &c.id.0 == id).map(|c| ChunkRows {
+                id,
+                scope: &c.scope,
+                model,
+                chunks,
+            })
+        })
+        .collect();
+    put_chunks(tx, UnitKind::Card, &units)
 }

@@ -851,27 +851,8 @@ impl Store for PgStore {
     fn record_llm_calls(&mut self, calls: &[LlmCall]) -> Result<(), StoreError> {
         let mut client = self.conn();
         let mut tx = client.transaction()?;
-        let row = tx.prepare(
-            "INSERT INTO llm_calls (at, purpose, model, prompt_tokens, completion_tokens, \
-             counted_locally, latency_ms, attempts, prompt_o200k, completion_o200k) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-        )?;
         for c in calls {
-            tx.execute(
-                &row,
-                &[
-                    &c.at,
-                    &c.purpose,
-                    &c.model,
-                    &(c.prompt_tokens as i64),
-                    &(c.completion_tokens as i64),
-                    &c.counted_locally,
-                    &(c.latency_ms as i64),
-                    &(c.attempts as i32),
-                    &(c.prompt_o200k as i64),
-                    &(c.completion_o200k as i64),
-                ],
-            )?;
+            insert_llm_call(&mut tx, c, true)?;
         }
         tx.commit()?;
         Ok(())
@@ -1039,6 +1020,34 @@ impl Store for PgStore {
             &self.stats()?,
         )
     }
+}
+
+/// One call's row; `o200k` false leaves its o200k counts absent (a call recorded before they
+/// were kept, moved from another store).
+pub(super) fn insert_llm_call(
+    tx: &mut Transaction<'_>,
+    c: &LlmCall,
+    o200k: bool,
+) -> Result<(), StoreError> {
+    let count = |n: u64| o200k.then_some(n as i64);
+    tx.execute(
+        "INSERT INTO llm_calls (at, purpose, model, prompt_tokens, completion_tokens, \
+         counted_locally, latency_ms, attempts, prompt_o200k, completion_o200k) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+        &[
+            &c.at,
+            &c.purpose,
+            &c.model,
+            &(c.prompt_tokens as i64),
+            &(c.completion_tokens as i64),
+            &c.counted_locally,
+            &(c.latency_ms as i64),
+            &(c.attempts as i32),
+            &count(c.prompt_o200k),
+            &count(c.completion_o200k),
+        ],
+    )?;
+    Ok(())
 }
 
 /// The JSON `state` of a per-conversation table (`open_segments`, `encoder_states`).

@@ -4,28 +4,13 @@
 
 use std::collections::HashMap;
 
-use aril_core::{CardId, SegmentId, TurnId};
+use aril_core::{CardId, TurnId};
 
 use super::{PgStore, scope_at, write_batch};
-use crate::transfer::{Cursor, QueueState, Row, Table};
+use crate::transfer::{Cursor, QueueState, Row, SegmentMeta, Table};
 use crate::{
-    CardVectors, Embedding, LlmCall, OpenSegmentRecord, RevisionRecord, SegmentRecord, Store,
-    StoreError, TurnRecord, WriteBatch, codec,
+    CardVectors, Embedding, LlmCall, OpenSegmentRecord, RevisionRecord, Store, StoreError, codec,
 };
-
-fn seq_after(after: &Cursor) -> i64 {
-    match after {
-        Cursor::Seq(s) => *s,
-        _ => 0,
-    }
-}
-
-fn key_after(after: &Cursor) -> (String, String) {
-    match after {
-        Cursor::Key(a, b) => (a.clone(), b.clone()),
-        _ => (String::new(), String::new()),
-    }
-}
 
 pub(super) fn export(
     store: &PgStore,
@@ -40,30 +25,21 @@ pub(super) fn export(
                 .conn()
                 .query(
                     "SELECT id, text_hash FROM turns WHERE seq > $1 ORDER BY seq LIMIT $2",
-                    &[&seq_after(after), &limit],
+                    &[&after.seq(), &limit],
                 )?
                 .iter()
                 .map(|r| (r.get(0), r.get(1)))
                 .collect();
-            let ids: Vec<TurnId> = keys.iter().map(|(id, _)| TurnId(id.clone())).collect();
-            let hashes: HashMap<String, String> = keys.into_iter().collect();
-            Ok(store
-                .turns(&ids)?
-                .into_iter()
-                .map(|turn| {
-                    let text_hash = hashes.get(&turn.id.0).cloned().unwrap_or_default();
-                    Row::Turn(TurnRecord { turn, text_hash })
-                })
-                .collect())
+            crate::transfer::turn_rows(store, keys)
         }
         Table::Segments => {
             let rows = store.conn().query(
                 "SELECT s.id, s.seq, s.text_hash, q.status, q.reason, q.attempts FROM segments s \
                  LEFT JOIN consolidation q ON q.segment_id = s.id WHERE s.seq > $1 \
                  ORDER BY s.seq LIMIT $2",
-                &[&seq_after(after), &limit],
+                &[&after.seq(), &limit],
             )?;
-            let mut meta = Vec::with_capacity(rows.len());
+            let mut meta: Vec<SegmentMeta> = Vec::with_capacity(rows.len());
             for r in &rows {
                 let status: Option<String> = r.try_get(3)?;
                 let queue = match status {
@@ -81,22 +57,7 @@ pub(super) fn export(
                     queue,
                 ));
             }
-            let ids: Vec<SegmentId> = meta.iter().map(|m| SegmentId(m.0.clone())).collect();
-            let mut by_id: HashMap<String, aril_core::Segment> = store
-                .segments(&ids)?
-                .into_iter()
-                .map(|s| (s.id.0.clone(), s))
-                .collect();
-            Ok(meta
-                .into_iter()
-                .filter_map(|(id, seq, text_hash, queue)| {
-                    by_id.remove(&id).map(|segment| Row::Segment {
-                        seq,
-                        record: SegmentRecord { segment, text_hash },
-                        queue,
-                    })
-                })
-                .collect())
+            crate::transfer::segment_rows(store, meta)
         }
         Table::OpenSegments => store
             .conn()
@@ -117,7 +78,7 @@ pub(super) fn export(
             })
             .collect(),
         Table::Embeddings => {
-            let (model, hash) = key_after(after);
+            let (model, hash) = after.key();
             store
                 .conn()
                 .query(
@@ -137,7 +98,7 @@ pub(super) fn export(
                 .collect()
         }
         Table::Revisions => {
-            let (turn, _) = key_after(after);
+            let (turn, _) = after.key();
             store
                 .conn()
                 .query(
@@ -160,7 +121,7 @@ pub(super) fn export(
                 .conn()
                 .query(
                     "SELECT id, seq FROM cards WHERE seq > $1 ORDER BY seq LIMIT $2",
-                    &[&seq_after(after), &limit],
+                    &[&after.seq(), &limit],
                 )?
                 .iter()
                 .map(|r| (r.get(0), r.get(1)))
@@ -179,17 +140,7 @@ pub(super) fn export(
                     chunks: codec::decode(r.try_get(2)?)?,
                 });
             }
-            let ids: Vec<CardId> = texts.into_iter().map(CardId).collect();
-            let seqs: HashMap<String, i64> = keys.into_iter().collect();
-            Ok(store
-                .cards_by_id(&ids)?
-                .into_iter()
-                .map(|card| Row::Card {
-                    seq: seqs.get(&card.id.0).copied().unwrap_or_default(),
-                    vectors: vectors.remove(&card.id.0).unwrap_or_default(),
-                    card,
-                })
-                .collect())
+            crate::transfer::card_rows(store, keys, vectors)
         }
         Table::EncoderStates => store
             .conn()
@@ -243,22 +194,7 @@ pub(super) fn export(
 pub(super) fn import(store: &mut PgStore, rows: &[Row]) -> Result<(), StoreError> {
     let mut client = store.conn();
     let mut tx = client.transaction()?;
-    let mut batch = WriteBatch::default();
-    let mut queues: Vec<(&SegmentId, &QueueState)> = Vec::new();
-    for row in rows {
-        match row {
-            Row::Turn(t) => batch.turns.push(t.clone()),
-            Row::Segment { record, queue, .. } => {
-                batch.segments.push(record.clone());
-                if let Some(q) = queue {
-                    queues.push((&record.segment.id, q));
-                }
-            }
-            Row::Embedding(e) => batch.embeddings.push(e.clone()),
-            Row::Revision(r) => batch.revisions.push(r.clone()),
-            _ => {}
-        }
-    }
+    let (batch, queues) = crate::transfer::ingest_part(rows);
     // A move copies the embedding cache first, so the turns and segments written here find
     // their vectors for the search index.
     write_batch(&mut tx, &batch)?;
@@ -312,26 +248,7 @@ pub(super) fn import(store: &mut PgStore, rows: &[Row]) -> Result<(), StoreError
                     ],
                 )?;
             }
-            Row::LlmCall { call: c, o200k } => {
-                let count = |n: u64| o200k.then_some(n as i64);
-                tx.execute(
-                    "INSERT INTO llm_calls (at, purpose, model, prompt_tokens, completion_tokens, \
-                     counted_locally, latency_ms, attempts, prompt_o200k, completion_o200k) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-                    &[
-                        &c.at,
-                        &c.purpose,
-                        &c.model,
-                        &(c.prompt_tokens as i64),
-                        &(c.completion_tokens as i64),
-                        &c.counted_locally,
-                        &(c.latency_ms as i64),
-                        &(c.attempts as i32),
-                        &count(c.prompt_o200k),
-                        &count(c.completion_o200k),
-                    ],
-                )?;
-            }
+            Row::LlmCall { call, o200k } => super::insert_llm_call(&mut tx, call, *o200k)?,
             Row::ApiKey(k) => {
                 tx.execute(
                     "INSERT INTO api_keys (id, key_hash, user_id, admin, created) \
