@@ -253,7 +253,7 @@ pub(super) fn write_batch(
     for rec in &batch.open_segments {
         write_open_segment(tx, rec)?;
     }
-    let mut added_turns: Vec<String> = Vec::new();
+    let mut added_turns: Vec<&crate::TurnRecord> = Vec::new();
     let mut added_segments: Vec<String> = Vec::new();
     let insert_turn = tx.prepare(
         "INSERT INTO turns (id, user_id, agent_id, run_id, conversation, session, role, speaker, \
@@ -282,7 +282,7 @@ pub(super) fn write_batch(
         )?;
         if n == 1 {
             report.turns_added += 1;
-            added_turns.push(rec.turn.id.0.clone());
+            added_turns.push(rec);
         } else {
             report.turns_skipped += 1;
         }
@@ -348,7 +348,7 @@ pub(super) fn write_batch(
         )?;
     }
     // Searchable in the same commit: BM25 texts and chunk vector rows.
-    search::index_turns(tx, &added_turns)?;
+    search::index_turn_records(tx, &added_turns)?;
     search::index_segments(tx, &added_segments)?;
     Ok(report)
 }

@@ -20,7 +20,7 @@ use postgres::GenericClient;
 use postgres::types::ToSql;
 
 use super::{PgStore, filter_clause, params, turn_from_row};
-use crate::{Hit, StoreError, StoreSearch, UnitKind, codec};
+use crate::{Hit, StoreError, StoreSearch, TurnRecord, UnitKind, codec};
 
 /// The text search configuration of every `tsvector`.
 const TS_CONFIG: &str = "english";
@@ -197,27 +197,42 @@ pub(super) fn index_turns(
          text, event_time, ingest_time, source_id, text_hash FROM turns WHERE id = ANY($1)",
         &[&ids],
     )?;
-    let mut turns: Vec<(Turn, String)> = Vec::with_capacity(rows.len());
+    let mut records: Vec<TurnRecord> = Vec::with_capacity(rows.len());
     for r in &rows {
-        turns.push((turn_from_row(r)?, r.try_get(13)?));
+        records.push(TurnRecord {
+            turn: turn_from_row(r)?,
+            text_hash: r.try_get(13)?,
+        });
+    }
+    index_turn_records(client, &records.iter().collect::<Vec<_>>())
+}
+
+/// [`index_turns`] for turns whose records the caller holds (a batch that has just stored
+/// them), without reading them back.
+pub(super) fn index_turn_records(
+    client: &mut impl GenericClient,
+    turns: &[&TurnRecord],
+) -> Result<(), StoreError> {
+    if turns.is_empty() {
+        return Ok(());
     }
     let texts: Vec<(String, String)> = turns
         .iter()
-        .map(|(t, _)| (t.id.0.clone(), t.rendered()))
+        .map(|r| (r.turn.id.0.clone(), r.turn.rendered()))
         .collect();
     put_texts(client, UnitKind::Turn, &texts)?;
-    let hashes: Vec<String> = turns.iter().map(|(_, h)| h.clone()).collect();
+    let hashes: Vec<String> = turns.iter().map(|r| r.text_hash.clone()).collect();
     let vectors = cached_vectors(client, &hashes)?;
     let units: Vec<ChunkRows<'_>> = turns
         .iter()
-        .flat_map(|(t, h)| {
+        .flat_map(|r| {
             vectors
-                .get(h)
+                .get(&r.text_hash)
                 .into_iter()
                 .flatten()
                 .map(|(model, chunks)| ChunkRows {
-                    id: &t.id.0,
-                    scope: &t.turn.scope,
+                    id: &r.turn.id.0,
+                    scope: &r.turn.turn.scope,
                     model,
                     chunks,
                 })
