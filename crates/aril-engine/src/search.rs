@@ -65,6 +65,9 @@ pub struct SearchResponse {
     pub context_tokens: usize,
 }
 
+/// Turns read from the store, by id.
+type TurnsById = HashMap<TurnId, Turn>;
+
 /// A unit key with its rank in one list (from 1).
 type Ranked = ((UnitKind, String), usize);
 
@@ -176,10 +179,10 @@ impl Engine {
         let dense_segments = self.dense_hits(filter, qv, c, UnitKind::Segment)?;
         let lexical_turns = self.lexical_hits(filter, query, turn_depth, UnitKind::Turn)?;
         let lexical_segments = self.lexical_hits(filter, query, c, UnitKind::Segment)?;
-        let focus = if focusing {
+        let (focus, read) = if focusing {
             self.speaker_focus(query, &dense_turns, &lexical_turns)?
         } else {
-            None
+            (None, HashMap::new())
         };
         let r = &self.config.recall;
         let ranked = |hits: &[Hit]| -> Vec<Ranked> {
@@ -221,17 +224,18 @@ impl Engine {
             ],
             r.rrf_k,
         );
-        self.resolve(&fused, &filter.user_id)
+        self.resolve(&fused, &filter.user_id, read)
     }
 
     /// The ids of the candidate turns spoken by the one speaker the question names, if it names
-    /// exactly one of the speakers among them ([`crate::focus`]).
+    /// exactly one of the speakers among them ([`crate::focus`]); and the candidate turns read to
+    /// learn their speakers, which [`Engine::resolve`] then need not read again.
     fn speaker_focus(
         &self,
         query: &str,
         dense: &[Hit],
         lexical: &[Hit],
-    ) -> Result<Option<std::collections::HashSet<String>>, EngineError> {
+    ) -> Result<(Option<std::collections::HashSet<String>>, TurnsById), EngineError> {
         let ids: Vec<TurnId> = dense
             .iter()
             .chain(lexical)
@@ -244,13 +248,17 @@ impl Engine {
             query,
             turns.iter().filter_map(|t| t.turn.speaker.as_deref()),
         );
-        Ok(named.map(|name| {
+        let theirs = named.map(|name| {
             turns
                 .iter()
                 .filter(|t| t.turn.speaker.as_deref() == Some(name))
                 .map(|t| t.id.0.clone())
                 .collect()
-        }))
+        });
+        Ok((
+            theirs,
+            turns.into_iter().map(|t| (t.id.clone(), t)).collect(),
+        ))
     }
 
     /// The `k` turns or segments nearest `qv` inside the filter: the store's search when it has
@@ -312,10 +320,12 @@ impl Engine {
 
     /// Reads the fused units' turns from the store; units the store no longer has are dropped, and
     /// so are turns a newer version of their memory replaces (recall shows what holds now).
+    /// `read` holds turns this query has already read from the store.
     fn resolve(
         &self,
         fused: &[((UnitKind, String), f32)],
         user_id: &str,
+        mut read: TurnsById,
     ) -> Result<Vec<Candidate>, EngineError> {
         let segment_ids: Vec<SegmentId> = fused
             .iter()
@@ -334,13 +344,17 @@ impl Engine {
             .map(|((_, id), _)| TurnId(id.clone()))
             .collect();
         turn_ids.extend(segments.values().flatten().cloned());
+        turn_ids.retain(|id| !read.contains_key(id));
+        read.extend(
+            self.store
+                .turns(&turn_ids)?
+                .into_iter()
+                .map(|t| (t.id.clone(), t)),
+        );
         let superseded = self.store.superseded(user_id)?;
-        let turns: HashMap<TurnId, Turn> = self
-            .store
-            .turns(&turn_ids)?
+        let turns: TurnsById = read
             .into_iter()
-            .filter(|t| !superseded.contains(&t.id))
-            .map(|t| (t.id.clone(), t))
+            .filter(|(id, _)| !superseded.contains(id))
             .collect();
         let mut out = Vec::with_capacity(fused.len());
         for ((kind, id), score) in fused {
