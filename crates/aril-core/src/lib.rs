@@ -11,6 +11,7 @@ mod scope;
 mod segment;
 pub mod tokens;
 mod turn;
+mod window;
 
 pub use card::{Card, CardId, CardKind, CardTime, parse_calendar_date};
 pub use error::InvalidInput;
@@ -18,3 +19,4 @@ pub use ids::{content_hash, short_hash};
 pub use scope::{Scope, ScopeFilter};
 pub use segment::{CloseReason, Segment, SegmentId};
 pub use turn::{NewTurn, Role, Turn, TurnId, render_line, render_turns};
+pub use window::{WINDOW_SPAN, WINDOW_TOKENS, window_text};

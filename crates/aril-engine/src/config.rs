@@ -50,11 +50,16 @@ pub struct RecallConfig {
     pub w_lexical_turns: f32,
     /// Fusion weight of dense search over segments.
     pub w_dense_segments: f32,
-    /// Fusion weight of BM25 over segments.
+    /// Fusion weight of BM25 over segments (0 by default: the window list does its work
+    /// better; a list of weight 0 is not searched).
     pub w_lexical_segments: f32,
-    /// Fusion weight of each of the two speaker-focus lists (the dense and BM25 turn lists again,
-    /// restricted to the turns of the one speaker a question names; `crate::focus`). 0 turns
-    /// speaker focus off.
+    /// Fusion weight of BM25 over the turns' lexical windows (`aril_core::window_text`: a turn
+    /// with its session neighbours, searched for the turn). Measured on LoCoMo
+    /// (docs/benchmarks.md), it finds short replies by the words of the exchange around them.
+    pub w_lexical_windows: f32,
+    /// Fusion weight of each of the three speaker-focus lists (the dense, BM25 and window turn
+    /// lists again, restricted to the turns of the one speaker a question names;
+    /// `crate::focus`). 0 turns speaker focus off.
     pub w_focus: f32,
     /// How much deeper than `candidates` the turn lists are searched when speaker focus is on, so
     /// the restricted lists still hold about `candidates` turns.
@@ -112,7 +117,8 @@ impl Default for RecallConfig {
             w_dense_turns: 1.0,
             w_lexical_turns: 1.0,
             w_dense_segments: 1.0,
-            w_lexical_segments: 1.0,
+            w_lexical_segments: 0.0,
+            w_lexical_windows: 2.0,
             w_focus: 1.0,
             focus_depth: 4,
             default_k: 10,

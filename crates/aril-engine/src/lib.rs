@@ -144,6 +144,7 @@ pub struct Stats {
     pub backend: String,
     #[serde(flatten)]
     pub store: StoreStats,
+    /// Documents BM25 searches: each turn, each turn's window, each segment.
     pub lexical_units: u64,
     /// Turns per closed segment (the paper reports about 5.8 on LoCoMo).
     pub turns_per_segment: f64,
@@ -242,6 +243,11 @@ impl Engine {
         let mark = dir.join(STORE_MARK);
         let this = StoreAt::Embedded.describe();
         let before = std::fs::read_to_string(&mark).ok();
+        let watermark = lexical.watermark()?;
+        if watermark.turn_seq > 0 && !watermark.windows {
+            tracing::info!("the lexical index predates turn windows: rebuilding it");
+            lexical.clear()?;
+        }
         if before.as_deref().map(str::trim) != Some(this.as_str()) {
             if before.is_some() {
                 tracing::info!("the lexical index was built from another store: rebuilding it");
@@ -311,16 +317,24 @@ impl Engine {
             return Ok(());
         };
         let mark = local.lexical.watermark()?;
-        let units = self.store.units_after(mark.turn_seq, mark.segment_seq)?;
+        let mut units = self.store.units_after(mark.turn_seq, mark.segment_seq)?;
         if !units.is_empty() {
             let mut next = mark;
+            next.windows = true;
+            let mut new_turns = Vec::new();
             for u in &units {
                 match u.kind {
-                    UnitKind::Turn => next.turn_seq = next.turn_seq.max(u.seq),
+                    UnitKind::Turn => {
+                        next.turn_seq = next.turn_seq.max(u.seq);
+                        new_turns.push(TurnId(u.id.clone()));
+                    }
                     UnitKind::Segment => next.segment_seq = next.segment_seq.max(u.seq),
-                    UnitKind::Card => {}
+                    UnitKind::Card | UnitKind::Window => {}
                 }
             }
+            // New turns window themselves and widen the windows of the turns before them.
+            let touched = aril_store::windows_touched(self.store.as_ref(), &new_turns)?;
+            units.extend(aril_store::session_windows(self.store.as_ref(), &touched)?);
             local.lexical.add(&units, next)?;
         }
         Ok(())
@@ -347,11 +361,11 @@ impl Engine {
     }
 
     /// Units BM25 finds: the local index's, or (a store that indexes in the commit that stores)
-    /// every turn and segment.
+    /// every turn, its window and every segment.
     fn lexical_units(&self, stats: &StoreStats) -> u64 {
         match &self.local {
             Some(local) => local.lexical.len(),
-            None => stats.turns + stats.segments,
+            None => 2 * stats.turns + stats.segments,
         }
     }
 

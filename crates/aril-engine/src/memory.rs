@@ -188,6 +188,11 @@ impl Engine {
                 });
             }
         }
+        // The neighbours whose windows hold the deleted turns' words, windowed again after.
+        let neighbours: Vec<TurnId> = aril_store::windows_touched(self.store.as_ref(), &versions)?
+            .into_iter()
+            .filter(|t| !versions.contains(t))
+            .collect();
         let report = self.store.delete_turns(TurnDeletion {
             turns: versions.clone(),
             segments: holding.iter().map(|s| s.id.clone()).collect(),
@@ -202,6 +207,9 @@ impl Engine {
             .collect();
         if let Some(local) = &mut self.local {
             local.lexical.delete_units(&gone)?;
+            let windows = aril_store::session_windows(self.store.as_ref(), &neighbours)?;
+            let mark = local.lexical.watermark()?;
+            local.lexical.add(&windows, mark)?;
         }
         self.catch_up_lexical()?;
         for t in &turns {

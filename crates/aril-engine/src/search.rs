@@ -175,16 +175,32 @@ impl Engine {
         } else {
             c
         };
+        let r = self.config.recall.clone();
         let dense_turns = self.dense_hits(filter, qv, turn_depth, UnitKind::Turn)?;
         let dense_segments = self.dense_hits(filter, qv, c, UnitKind::Segment)?;
         let lexical_turns = self.lexical_hits(filter, query, turn_depth, UnitKind::Turn)?;
-        let lexical_segments = self.lexical_hits(filter, query, c, UnitKind::Segment)?;
+        let lexical_segments = if r.w_lexical_segments > 0.0 {
+            self.lexical_hits(filter, query, c, UnitKind::Segment)?
+        } else {
+            Vec::new()
+        };
+        // A window hit stands for its turn.
+        let lexical_windows: Vec<Hit> = if r.w_lexical_windows > 0.0 {
+            self.lexical_hits(filter, query, turn_depth, UnitKind::Window)?
+                .into_iter()
+                .map(|h| Hit {
+                    kind: UnitKind::Turn,
+                    ..h
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
         let (focus, read) = if focusing {
-            self.speaker_focus(query, &dense_turns, &lexical_turns)?
+            self.speaker_focus(query, &[&dense_turns, &lexical_turns, &lexical_windows])?
         } else {
             (None, HashMap::new())
         };
-        let r = &self.config.recall;
         let ranked = |hits: &[Hit]| -> Vec<Ranked> {
             hits.iter()
                 .take(c)
@@ -192,9 +208,13 @@ impl Engine {
                 .zip(1..)
                 .collect()
         };
-        let (dt, lt) = (ranked(&dense_turns), ranked(&lexical_turns));
+        let (dt, lt, lw) = (
+            ranked(&dense_turns),
+            ranked(&lexical_turns),
+            ranked(&lexical_windows),
+        );
         // The named speaker's own turns among the deeper lists, ranked again from 1.
-        let (fdt, flt) = match &focus {
+        let (fdt, flt, flw) = match &focus {
             Some(theirs) => {
                 let only = |hits: &[Hit]| -> Vec<Hit> {
                     hits.iter()
@@ -202,9 +222,13 @@ impl Engine {
                         .cloned()
                         .collect()
                 };
-                (ranked(&only(&dense_turns)), ranked(&only(&lexical_turns)))
+                (
+                    ranked(&only(&dense_turns)),
+                    ranked(&only(&lexical_turns)),
+                    ranked(&only(&lexical_windows)),
+                )
             }
-            None => (Vec::new(), Vec::new()),
+            None => (Vec::new(), Vec::new(), Vec::new()),
         };
         let (ds, ls) = match r.segments {
             SegmentUse::Units => (ranked(&dense_segments), ranked(&lexical_segments)),
@@ -219,8 +243,10 @@ impl Engine {
                 (&lt, r.w_lexical_turns),
                 (&ds, r.w_dense_segments),
                 (&ls, r.w_lexical_segments),
+                (&lw, r.w_lexical_windows),
                 (&fdt, r.w_focus),
                 (&flt, r.w_focus),
+                (&flw, r.w_focus),
             ],
             r.rrf_k,
         );
@@ -233,12 +259,11 @@ impl Engine {
     fn speaker_focus(
         &self,
         query: &str,
-        dense: &[Hit],
-        lexical: &[Hit],
+        lists: &[&[Hit]],
     ) -> Result<(Option<std::collections::HashSet<String>>, TurnsById), EngineError> {
-        let ids: Vec<TurnId> = dense
+        let ids: Vec<TurnId> = lists
             .iter()
-            .chain(lexical)
+            .flat_map(|l| l.iter())
             .map(|h| TurnId(h.id.clone()))
             .collect::<std::collections::HashSet<_>>()
             .into_iter()
@@ -363,8 +388,9 @@ impl Engine {
                 UnitKind::Segment => segments
                     .get(id)
                     .map(|ids| ids.iter().filter_map(|t| turns.get(t).cloned()).collect()),
-                // Cards are recalled by the planned path (`ask`), not here.
-                UnitKind::Card => None,
+                // Cards are recalled by the planned path (`ask`), not here; window hits were
+                // turned into their turns before fusion.
+                UnitKind::Card | UnitKind::Window => None,
             };
             if let Some(members) = members.filter(|m| !m.is_empty()) {
                 out.push(Candidate {

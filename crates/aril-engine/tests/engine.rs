@@ -29,6 +29,7 @@ aril_store::conformance!(
     a_question_naming_a_speaker_prefers_what_that_speaker_said,
     an_update_is_a_new_version_that_recall_prefers_and_history_keeps,
     deleting_a_memory_removes_every_version_and_rebuilds_what_held_it,
+    a_short_reply_is_found_by_its_window_and_a_deleted_turn_leaves_its_neighbours_windows,
 );
 
 fn turn(user: &str, session: &str, n: u32, text: &str) -> NewTurn {
@@ -106,7 +107,8 @@ fn reimporting_the_same_turns_adds_nothing(place: &Place) {
     assert_eq!(before.store.segments, after.store.segments);
     assert_eq!(
         after.lexical_units,
-        after.store.turns + after.store.segments
+        2 * after.store.turns + after.store.segments,
+        "each turn is indexed with its window"
     );
     engine.check_integrity().unwrap();
 }
@@ -232,7 +234,7 @@ fn nothing_crosses_scopes_and_delete_takes_only_its_scope(place: &Place) {
     assert_eq!(stats.store.users, 1);
     assert_eq!(
         stats.lexical_units,
-        stats.store.turns + stats.store.segments
+        2 * stats.store.turns + stats.store.segments
     );
     match engine.delete(&ScopeFilter::user("carol")) {
         Err(EngineError::Store(aril_store::StoreError::UnknownScope(_))) => {}
@@ -341,6 +343,90 @@ fn a_directory_has_one_owner_and_a_database_is_shared(place: &Place) {
     check.check_integrity().unwrap();
 }
 
+/// Recall by the window list alone: every other list has weight 0, so a hit with a score above 0
+/// was found through a window.
+fn windows_only() -> Config {
+    let mut config = Config::default();
+    let r = &mut config.recall;
+    (r.w_dense_turns, r.w_lexical_turns, r.w_dense_segments) = (0.0, 0.0, 0.0);
+    (r.w_lexical_segments, r.w_focus, r.w_lexical_windows) = (0.0, 0.0, 1.0);
+    config
+}
+
+/// The source ids of the hits the window list found.
+fn found_by_windows(r: &aril_engine::SearchResponse) -> Vec<String> {
+    r.results
+        .iter()
+        .filter(|h| h.score > 0.0)
+        .flat_map(|h| h.source.turns.clone())
+        .collect()
+}
+
+fn a_short_reply_is_found_by_its_window_and_a_deleted_turn_leaves_its_neighbours_windows(
+    place: &Place,
+) {
+    let mut turns = vec![
+        turn(
+            "u",
+            "s1",
+            0,
+            "Could you share your vegan ice cream recipe with me?",
+        ),
+        turn("u", "s1", 1, "Sure thing, I will send it to you tomorrow."),
+        turn("u", "s1", 2, "Thanks! My family will love it."),
+        turn("u", "s1", 3, "Let me know how it turns out."),
+        turn("u", "s1", 4, "I will. Off to the gym now."),
+    ];
+    // Another session: its turns are never in a window of s1's.
+    turns.push(turn(
+        "u",
+        "s2",
+        5,
+        "Is the bakery on Rua Augusta open late?",
+    ));
+    turns.push(turn("u", "s2", 6, "Until nine on weekdays."));
+    let mut engine = place.open_with(windows_only());
+    ingest(&mut engine, turns, true);
+    let r = search(&mut engine, "u", "vegan ice cream recipe", 10);
+    let mut found = found_by_windows(&r);
+    found.sort();
+    // The question and the two turns after it hold its words in their windows; s1:3 is three
+    // places away.
+    assert_eq!(found, ["s1:0", "s1:1", "s1:2"], "{:?}", r.results);
+    // A window ends with its session: the next session's first turn does not see the gym.
+    let r = search(&mut engine, "u", "gym", 10);
+    let mut found = found_by_windows(&r);
+    found.sort();
+    assert_eq!(found, ["s1:2", "s1:3", "s1:4"], "{:?}", r.results);
+    // Deleting the question takes its words out of its neighbours' windows too.
+    let question = turn_id(&engine, "u", "s1:0");
+    engine.delete_memory(&question).unwrap();
+    let r = search(&mut engine, "u", "ice cream recipe", 10);
+    assert_eq!(
+        found_by_windows(&r),
+        Vec::<String>::new(),
+        "{:?}",
+        r.results
+    );
+    let stats = engine.stats().unwrap();
+    assert_eq!(
+        stats.lexical_units,
+        2 * stats.store.turns + stats.store.segments
+    );
+    // A turn added later widens the windows before it.
+    ingest(
+        &mut engine,
+        vec![turn("u", "s1", 7, "The gym has a new climbing wall.")],
+        true,
+    );
+    let r = search(&mut engine, "u", "climbing wall", 10);
+    let found = found_by_windows(&r);
+    let mut found = found;
+    found.sort();
+    assert_eq!(found, ["s1:3", "s1:4", "s1:7"], "{:?}", r.results);
+    engine.check_integrity().unwrap();
+}
+
 #[test]
 fn a_lost_lexical_index_is_rebuilt_from_the_store() {
     lost_lexical_index(&Place::sqlite());
@@ -382,7 +468,8 @@ fn lost_lexical_index(place: &Place) {
     let stats = engine.stats().unwrap();
     assert_eq!(
         stats.lexical_units,
-        stats.store.turns + stats.store.segments
+        2 * stats.store.turns + stats.store.segments,
+        "turns, their windows and segments are indexed again"
     );
     // The only turn with this word is an assistant turn: found through the rebuilt BM25 index.
     let r = search(&mut engine, "u", "iliotibial", 3);
@@ -516,7 +603,8 @@ fn deleting_a_memory_removes_every_version_and_rebuilds_what_held_it(place: &Pla
     );
     assert_eq!(
         after.lexical_units,
-        after.store.turns + after.store.segments
+        2 * after.store.turns + after.store.segments,
+        "each turn is indexed with its window"
     );
     let r = search(
         &mut engine,

@@ -25,6 +25,10 @@ use crate::{Hit, IndexError};
 pub struct Watermark {
     pub turn_seq: i64,
     pub segment_seq: i64,
+    /// The index holds the turns' lexical windows ([`UnitKind::Window`]); an index an older aril
+    /// built does not, and is rebuilt.
+    #[serde(default)]
+    pub windows: bool,
 }
 
 struct Fields {
@@ -261,10 +265,26 @@ impl LexicalIndex {
         self.len() == 0
     }
 
-    /// Adds units and commits, recording the new watermark.
+    /// Adds units and commits, recording the new watermark. A window unit replaces the window
+    /// indexed for its turn before (a turn's window grows as its session goes on).
     pub fn add(&mut self, units: &[UnitText], watermark: Watermark) -> Result<(), IndexError> {
         let f = &self.fields;
         for u in units {
+            if u.kind == UnitKind::Window {
+                let same = |field, value: &str| -> (Occur, Box<dyn Query>) {
+                    (
+                        Occur::Must,
+                        Box::new(TermQuery::new(
+                            Term::from_field_text(field, value),
+                            IndexRecordOption::Basic,
+                        )),
+                    )
+                };
+                self.writer.delete_query(Box::new(BooleanQuery::new(vec![
+                    same(f.id, &u.id),
+                    same(f.kind, UnitKind::Window.as_str()),
+                ])))?;
+            }
             let mut doc = TantivyDocument::default();
             doc.add_text(f.id, &u.id);
             doc.add_text(f.kind, u.kind.as_str());
@@ -424,6 +444,7 @@ impl LexicalIndex {
                 "turn" => UnitKind::Turn,
                 "segment" => UnitKind::Segment,
                 "card" => UnitKind::Card,
+                "window" => UnitKind::Window,
                 other => return Err(IndexError::Corrupt(format!("unknown unit kind {other:?}"))),
             };
             hits.push(Hit {
@@ -464,6 +485,7 @@ mod tests {
             Watermark {
                 turn_seq: 3,
                 segment_seq: 0,
+                windows: false,
             },
         )
         .unwrap();
@@ -548,6 +570,7 @@ mod tests {
                 Watermark {
                     turn_seq: 1,
                     segment_seq: 0,
+                    windows: false,
                 },
             )
             .unwrap();
@@ -556,6 +579,7 @@ mod tests {
                 Watermark {
                     turn_seq: 2,
                     segment_seq: 0,
+                    windows: false,
                 },
             )
             .unwrap();
@@ -586,6 +610,7 @@ mod tests {
             Watermark {
                 turn_seq: 2,
                 segment_seq: 0,
+                windows: false,
             },
         )
         .unwrap();

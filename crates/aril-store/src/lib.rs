@@ -237,6 +237,9 @@ pub enum UnitKind {
     Segment,
     /// A card; cards are indexed per user in memory, never through [`Store::units_after`].
     Card,
+    /// A turn searched by its lexical window (`aril_core::window_text`): the turn with its
+    /// session neighbours. Its id is the turn's; a hit of this kind stands for the turn.
+    Window,
 }
 
 impl UnitKind {
@@ -245,6 +248,7 @@ impl UnitKind {
             UnitKind::Turn => "turn",
             UnitKind::Segment => "segment",
             UnitKind::Card => "card",
+            UnitKind::Window => "window",
         }
     }
 }
@@ -331,6 +335,58 @@ pub(crate) fn segment_units(
     Ok(out)
 }
 
+/// A turn and the turns around it in its session, in store order (the turn among them).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Neighbourhood {
+    pub center: TurnId,
+    pub turns: Vec<Turn>,
+}
+
+/// The lexical window units ([`UnitKind::Window`]) of the neighbourhoods' centres.
+pub fn window_units(neighbourhoods: &[Neighbourhood]) -> Vec<UnitText> {
+    neighbourhoods
+        .iter()
+        .filter_map(|n| {
+            let at = n.turns.iter().position(|t| t.id == n.center)?;
+            let refs: Vec<&Turn> = n.turns.iter().collect();
+            let center = &n.turns[at];
+            Some(UnitText {
+                kind: UnitKind::Window,
+                id: center.id.0.clone(),
+                scope: center.turn.scope.clone(),
+                text: aril_core::window_text(&refs, at),
+                seq: center.seq,
+            })
+        })
+        .collect()
+}
+
+/// The turns whose windows change when `turns` are added or removed: those within
+/// [`aril_core::WINDOW_SPAN`] places of one of them in its session (themselves included when
+/// they are still stored).
+pub fn windows_touched(
+    store: &(impl Store + ?Sized),
+    turns: &[TurnId],
+) -> Result<Vec<TurnId>, StoreError> {
+    let mut seen = HashSet::new();
+    Ok(store
+        .session_neighbourhoods(turns, aril_core::WINDOW_SPAN)?
+        .into_iter()
+        .flat_map(|n| n.turns.into_iter().map(|t| t.id))
+        .filter(|id| seen.insert(id.clone()))
+        .collect())
+}
+
+/// The window units of `centers` as the store holds them now.
+pub fn session_windows(
+    store: &(impl Store + ?Sized),
+    centers: &[TurnId],
+) -> Result<Vec<UnitText>, StoreError> {
+    Ok(window_units(
+        &store.session_neighbourhoods(centers, aril_core::WINDOW_SPAN)?,
+    ))
+}
+
 /// Counts segment links that point at no turn (the same SQL in both dialects).
 pub(crate) const DANGLING_LINKS_SQL: &str = "SELECT COUNT(*) FROM segment_turns st \
      LEFT JOIN turns t ON t.id = st.turn_id WHERE t.id IS NULL";
@@ -406,6 +462,14 @@ pub trait Store: Send {
     fn turns(&self, ids: &[TurnId]) -> Result<Vec<Turn>, StoreError>;
     /// Segments by id, in the order asked; unknown ids are left out.
     fn segments(&self, ids: &[SegmentId]) -> Result<Vec<Segment>, StoreError>;
+    /// For each of `ids` (unknown ones left out), the turns of its session (same scope,
+    /// conversation and session) from `span` places before it to `span` after it, in store
+    /// order, itself included: what [`session_windows`] makes its lexical window from.
+    fn session_neighbourhoods(
+        &self,
+        ids: &[TurnId],
+        span: usize,
+    ) -> Result<Vec<Neighbourhood>, StoreError>;
     /// All closed segments of a scope, in store order.
     fn list_segments(&self, filter: &ScopeFilter) -> Result<Vec<Segment>, StoreError>;
     /// Cached embeddings of `model` for the given text hashes.

@@ -15,8 +15,8 @@ use rusqlite::{Connection, OptionalExtension, Row, Transaction, params, params_f
 use crate::schema::{SCHEMA, SCHEMA_VERSION};
 use crate::{
     ApiKeyRecord, CardBatch, CardLookup, CardVectors, CommitReport, DeleteReport, Embedding,
-    LlmCall, LlmUsage, OpenRead, Store, StoreError, StoreStats, StoredChunk, TurnDeletion,
-    UnitKind, UnitText, UnitVectors, WriteBatch, accounting, cards, codec,
+    LlmCall, LlmUsage, Neighbourhood, OpenRead, Store, StoreError, StoreStats, StoredChunk,
+    TurnDeletion, UnitKind, UnitText, UnitVectors, WriteBatch, accounting, cards, codec,
 };
 
 /// SQLite allows 32766 bound parameters; stay well below.
@@ -793,6 +793,66 @@ impl Store for SqliteStore {
             .query_map([user_id], |r| r.get::<_, String>(0).map(TurnId))?
             .collect::<Result<_, _>>()?;
         Ok(ids)
+    }
+
+    fn session_neighbourhoods(
+        &self,
+        ids: &[TurnId],
+        span: usize,
+    ) -> Result<Vec<Neighbourhood>, StoreError> {
+        let mut around = self.conn.prepare_cached(
+            "SELECT n.id, n.seq FROM turns c JOIN turns n ON n.user_id = c.user_id \
+             AND n.agent_id = c.agent_id AND n.run_id = c.run_id \
+             AND n.conversation = c.conversation AND IFNULL(n.session, '') = IFNULL(c.session, '') \
+             WHERE c.id = ?1 AND n.seq < c.seq ORDER BY n.seq DESC LIMIT ?2",
+        )?;
+        let mut after = self.conn.prepare_cached(
+            "SELECT n.id, n.seq FROM turns c JOIN turns n ON n.user_id = c.user_id \
+             AND n.agent_id = c.agent_id AND n.run_id = c.run_id \
+             AND n.conversation = c.conversation AND IFNULL(n.session, '') = IFNULL(c.session, '') \
+             WHERE c.id = ?1 AND n.seq >= c.seq ORDER BY n.seq LIMIT ?2",
+        )?;
+        let mut plans: Vec<(TurnId, Vec<TurnId>)> = Vec::with_capacity(ids.len());
+        for id in ids {
+            let mut members: Vec<(String, i64)> = around
+                .query_map(params![id.0, span as i64], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<Result<_, _>>()?;
+            let following: Vec<(String, i64)> = after
+                .query_map(params![id.0, span as i64 + 1], |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })?
+                .collect::<Result<_, _>>()?;
+            if following.first().map(|(f, _)| f.as_str()) != Some(id.0.as_str()) {
+                continue;
+            }
+            members.extend(following);
+            members.sort_by_key(|(_, seq)| *seq);
+            plans.push((
+                id.clone(),
+                members.into_iter().map(|(m, _)| TurnId(m)).collect(),
+            ));
+        }
+        let wanted: Vec<TurnId> = plans
+            .iter()
+            .flat_map(|(_, m)| m.iter().cloned())
+            .collect::<HashSet<_>>()
+            .into_iter()
+            .collect();
+        let by_id: HashMap<TurnId, Turn> = self
+            .turns(&wanted)?
+            .into_iter()
+            .map(|t| (t.id.clone(), t))
+            .collect();
+        Ok(plans
+            .into_iter()
+            .map(|(center, members)| Neighbourhood {
+                center,
+                turns: members
+                    .iter()
+                    .filter_map(|m| by_id.get(m).cloned())
+                    .collect(),
+            })
+            .collect())
     }
 
     fn list_turn_ids(

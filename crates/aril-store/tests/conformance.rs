@@ -887,7 +887,7 @@ fn postgres_refuses_a_database_not_migrated_or_newer_and_migrating_twice_is_harm
 }
 
 /// A database an aril of schema 1 filled (no search rows) becomes searchable by `migrate`: the
-/// backfill renders texts and decodes cached vectors into chunk rows.
+/// backfill renders texts, decodes cached vectors into chunk rows and windows each turn.
 #[test]
 fn postgres_migrating_schema_1_indexes_what_it_holds() {
     let db = ScratchDatabase::at_version(1).unwrap_or_else(|e| panic!("{e}"));
@@ -920,7 +920,10 @@ fn postgres_migrating_schema_1_indexes_what_it_holds() {
         PgStore::open(db.url()),
         Err(StoreError::NotMigrated { found: 1, .. })
     ));
-    assert_eq!(PgStore::migrate(db.url()).unwrap(), 2);
+    assert_eq!(
+        PgStore::migrate(db.url()).unwrap(),
+        aril_store::PG_SCHEMA_VERSION
+    );
     let store = PgStore::open(db.url()).unwrap();
     let search = store.search().unwrap();
     let u = ScopeFilter::user("u");
@@ -935,6 +938,15 @@ fn postgres_migrating_schema_1_indexes_what_it_holds() {
         .lexical(&u, "train", 5, aril_store::UnitKind::Segment)
         .unwrap();
     assert_eq!(segment.len(), 1);
+    // Each turn's window holds its neighbour: "bicycle" is found through both windows.
+    let mut windows: Vec<String> = search
+        .lexical(&u, "bicycle", 5, aril_store::UnitKind::Window)
+        .unwrap()
+        .into_iter()
+        .map(|h| h.id)
+        .collect();
+    windows.sort();
+    assert_eq!(windows, ["t1", "t2"]);
     let near = search
         .dense("m", &u, &[0.6, 0.8], 5, aril_store::UnitKind::Turn)
         .unwrap();

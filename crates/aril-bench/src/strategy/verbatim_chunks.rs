@@ -114,6 +114,7 @@ impl Strategy for VerbatimChunks {
             Watermark {
                 turn_seq: docs.len() as i64,
                 segment_seq: 0,
+                ..Default::default()
             },
         )?;
         self.lexical = Some((dir, index));

@@ -1,12 +1,14 @@
-//! Fills in what schema 2 indexes for rows an older aril stored: the `tsvector` of turns,
-//! segments and cards, and the chunk-vector rows of every unit (decoded from the embedding cache
-//! and the cards' vectors). Runs after the migrations, in pages of one transaction each, so an
-//! interrupted `aril migrate` goes on where it stopped when run again; a database with nothing to
-//! fill costs three empty queries.
+//! Fills in what schemas 2 and 3 index for rows an older aril stored: the `tsvector` of turns,
+//! segments and cards, the chunk-vector rows of every unit (decoded from the embedding cache
+//! and the cards' vectors), and each turn's window `tsvector`. Runs after the migrations, in
+//! pages of one transaction each, so an interrupted `aril migrate` goes on where it stopped when
+//! run again; a database with nothing to fill costs four empty queries.
 
 use postgres::Client;
 
-use super::search::{ChunkRows, index_cards, index_segments, index_turns, put_chunks};
+use super::search::{
+    ChunkRows, index_cards, index_segments, index_turns, index_windows, put_chunks,
+};
 use crate::{StoreError, UnitKind, codec};
 
 /// Rows indexed per transaction.
@@ -44,6 +46,28 @@ pub(super) fn run(client: &mut Client) -> Result<(), StoreError> {
     }
     if filled > 0 {
         tracing::info!(units = filled, "indexed rows stored before schema 2");
+    }
+    // Schema 3: the lexical windows of turns stored before it.
+    let mut windowed = 0usize;
+    loop {
+        let mut tx = client.transaction()?;
+        let ids: Vec<String> = tx
+            .query(
+                "SELECT id FROM turns WHERE wtsv IS NULL ORDER BY seq LIMIT $1",
+                &[&PAGE],
+            )?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        if ids.is_empty() {
+            break;
+        }
+        index_windows(&mut tx, &ids)?;
+        tx.commit()?;
+        windowed += ids.len();
+    }
+    if windowed > 0 {
+        tracing::info!(turns = windowed, "windowed turns stored before schema 3");
     }
     Ok(())
 }

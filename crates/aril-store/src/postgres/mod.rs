@@ -30,8 +30,8 @@ use postgres::{Client, GenericClient, NoTls, Row, Transaction};
 
 use crate::{
     ApiKeyRecord, CardBatch, CardLookup, CardVectors, CommitReport, DeleteReport, Embedding,
-    LlmCall, LlmUsage, OpenRead, Store, StoreError, StoreSearch, StoreStats, StoredChunk,
-    TurnDeletion, UnitKind, UnitText, UnitVectors, WriteBatch, codec,
+    LlmCall, LlmUsage, Neighbourhood, OpenRead, Store, StoreError, StoreSearch, StoreStats,
+    StoredChunk, TurnDeletion, UnitKind, UnitText, UnitVectors, WriteBatch, codec,
 };
 
 pub use migrate::PG_SCHEMA_VERSION;
@@ -349,6 +349,9 @@ pub(super) fn write_batch(
     }
     // Searchable in the same commit: BM25 texts and chunk vector rows.
     search::index_turn_records(tx, &added_turns)?;
+    let added_ids: Vec<String> = added_turns.iter().map(|r| r.turn.id.0.clone()).collect();
+    let touched = search::windows_touched(tx, &added_ids)?;
+    search::index_windows(tx, &touched)?;
     search::index_segments(tx, &added_segments)?;
     Ok(report)
 }
@@ -623,6 +626,12 @@ impl Store for PgStore {
                     hashes.push(r.get(0));
                 }
             }
+            // The neighbours whose windows held the deleted turns, windowed again below.
+            let gone: HashSet<&String> = turn_ids.iter().collect();
+            let neighbours: Vec<String> = search::windows_touched(&mut tx, &turn_ids)?
+                .into_iter()
+                .filter(|id| !gone.contains(id))
+                .collect();
             let segments =
                 tx.execute("DELETE FROM segments WHERE id = ANY($1)", &[&segment_ids])?;
             tx.execute(
@@ -639,6 +648,8 @@ impl Store for PgStore {
                     ..Default::default()
                 },
             )?;
+            search::index_windows(&mut tx, &neighbours)?;
+            search::index_windows(&mut tx, &neighbours)?;
             let embeddings = drop_unused_embeddings(&mut tx, &hashes)?;
             tx.commit()?;
             DeleteReport {
@@ -650,6 +661,14 @@ impl Store for PgStore {
         self.vacuum(TURN_TABLES)?;
         self.vacuum(CARD_TABLES)?;
         Ok(report)
+    }
+
+    fn session_neighbourhoods(
+        &self,
+        ids: &[TurnId],
+        span: usize,
+    ) -> Result<Vec<Neighbourhood>, StoreError> {
+        search::neighbourhoods(&mut *self.conn(), &texts!(ids), span)
     }
 
     fn segments_holding(&self, turns: &[TurnId]) -> Result<Vec<Segment>, StoreError> {

@@ -33,6 +33,9 @@ struct Tables {
     units: &'static str,
     chunks: &'static str,
     id: &'static str,
+    /// The `tsvector` column BM25 reads, and its length column.
+    tsv: &'static str,
+    tsv_len: &'static str,
 }
 
 fn tables(kind: UnitKind) -> Tables {
@@ -41,16 +44,30 @@ fn tables(kind: UnitKind) -> Tables {
             units: "turns",
             chunks: "turn_chunks",
             id: "turn_id",
+            tsv: "tsv",
+            tsv_len: "tsv_len",
         },
         UnitKind::Segment => Tables {
             units: "segments",
             chunks: "segment_chunks",
             id: "segment_id",
+            tsv: "tsv",
+            tsv_len: "tsv_len",
         },
         UnitKind::Card => Tables {
             units: "cards",
             chunks: "card_chunks",
             id: "card_id",
+            tsv: "tsv",
+            tsv_len: "tsv_len",
+        },
+        // A window is a turn's second text; it has no vectors of its own.
+        UnitKind::Window => Tables {
+            units: "turns",
+            chunks: "turn_chunks",
+            id: "turn_id",
+            tsv: "wtsv",
+            tsv_len: "wtsv_len",
         },
     }
 }
@@ -319,6 +336,90 @@ pub(super) fn index_cards(
     put_texts(client, UnitKind::Card, &texts)
 }
 
+/// For each of `ids`, its session neighbourhood: the turns of its scope, conversation and
+/// session from `span` places before it to `span` after it, in store order.
+pub(super) fn neighbourhoods(
+    client: &mut impl GenericClient,
+    ids: &[String],
+    span: usize,
+) -> Result<Vec<crate::Neighbourhood>, StoreError> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    const COLUMNS: &str = "t.id, t.seq, t.user_id, t.agent_id, t.run_id, t.conversation, \
+         t.session, t.role, t.speaker, t.text, t.event_time, t.ingest_time, t.source_id";
+    const SAME_SESSION: &str = "t.user_id = c.user_id AND t.agent_id = c.agent_id \
+         AND t.run_id = c.run_id AND t.conversation = c.conversation \
+         AND COALESCE(t.session, '') = COALESCE(c.session, '')";
+    let rows = client.query(
+        &format!(
+            "SELECT n.*, c.id FROM turns c CROSS JOIN LATERAL ( \
+               (SELECT {COLUMNS} FROM turns t WHERE {SAME_SESSION} AND t.seq < c.seq \
+                ORDER BY t.seq DESC LIMIT $2) \
+               UNION ALL \
+               (SELECT {COLUMNS} FROM turns t WHERE {SAME_SESSION} AND t.seq >= c.seq \
+                ORDER BY t.seq LIMIT $2 + 1)) n \
+             WHERE c.id = ANY($1)"
+        ),
+        &[&ids, &(span as i64)],
+    )?;
+    let mut by_center: HashMap<String, Vec<Turn>> = HashMap::new();
+    for r in &rows {
+        by_center
+            .entry(r.try_get(13)?)
+            .or_default()
+            .push(turn_from_row(r)?);
+    }
+    Ok(ids
+        .iter()
+        .filter_map(|id| {
+            let mut turns = by_center.remove(id)?;
+            turns.sort_by_key(|t| t.seq);
+            Some(crate::Neighbourhood {
+                center: TurnId(id.clone()),
+                turns,
+            })
+        })
+        .collect())
+}
+
+/// Sets the window `tsvector` of the turns `centers` from their neighbourhoods as stored now.
+pub(super) fn index_windows(
+    client: &mut impl GenericClient,
+    centers: &[String],
+) -> Result<(), StoreError> {
+    let units = crate::window_units(&neighbourhoods(client, centers, aril_core::WINDOW_SPAN)?);
+    let (ids, bodies): (Vec<&str>, Vec<&str>) = units
+        .iter()
+        .map(|u| (u.id.as_str(), u.text.as_str()))
+        .unzip();
+    if ids.is_empty() {
+        return Ok(());
+    }
+    client.execute(
+        &format!(
+            "UPDATE turns u SET wtsv = to_tsvector('{TS_CONFIG}', v.body) \
+             FROM unnest($1::TEXT[], $2::TEXT[]) AS v (id, body) WHERE u.id = v.id"
+        ),
+        &[&ids, &bodies],
+    )?;
+    Ok(())
+}
+
+/// The stored turns within a window's reach of `ids` (those whose windows change when `ids`
+/// come or go), `ids` themselves included while they are stored.
+pub(super) fn windows_touched(
+    client: &mut impl GenericClient,
+    ids: &[String],
+) -> Result<Vec<String>, StoreError> {
+    let mut seen = std::collections::HashSet::new();
+    Ok(neighbourhoods(client, ids, aril_core::WINDOW_SPAN)?
+        .into_iter()
+        .flat_map(|n| n.turns.into_iter().map(|t| t.id.0))
+        .filter(|id| seen.insert(id.clone()))
+        .collect())
+}
+
 /// Cards a newer card supersedes are not found (recall shows what holds now).
 fn current_only(kind: UnitKind, column: &str) -> String {
     match kind {
@@ -338,7 +439,8 @@ impl StoreSearch for PgStore {
         k: usize,
         kind: UnitKind,
     ) -> Result<Vec<Hit>, StoreError> {
-        if k == 0 || query.is_empty() {
+        if k == 0 || query.is_empty() || kind == UnitKind::Window {
+            // A window has no vectors of its own (its turn's are searched as the turn).
             return Ok(Vec::new());
         }
         let t = tables(kind);
@@ -400,17 +502,19 @@ impl StoreSearch for PgStore {
         let sql = format!(
             "WITH q AS (SELECT replace(plainto_tsquery('{TS_CONFIG}', $1)::TEXT, ' & ', ' | ')::tsquery AS tq, \
                     ARRAY(SELECT lexeme FROM unnest(to_tsvector('{TS_CONFIG}', $1))) AS words), \
-             hits AS (SELECT u.id, u.tsv_len, w.lexeme, COALESCE(array_length(w.positions, 1), 1) AS tf \
-                    FROM {units} u CROSS JOIN q CROSS JOIN LATERAL unnest(u.tsv) w \
-                    WHERE {scope}{current} AND u.tsv @@ q.tq AND w.lexeme = ANY(q.words)), \
+             hits AS (SELECT u.id, u.{len} AS tsv_len, w.lexeme, COALESCE(array_length(w.positions, 1), 1) AS tf \
+                    FROM {units} u CROSS JOIN q CROSS JOIN LATERAL unnest(u.{tsv}) w \
+                    WHERE {scope}{current} AND u.{tsv} @@ q.tq AND w.lexeme = ANY(q.words)), \
              df AS (SELECT lexeme, COUNT(*)::FLOAT8 AS n FROM hits GROUP BY lexeme), \
-             st AS (SELECT COUNT(*)::FLOAT8 AS n, GREATEST(COALESCE(AVG(u.tsv_len), 1), 1)::FLOAT8 AS avgdl \
-                    FROM {units} u WHERE {scope}{current} AND u.tsv IS NOT NULL) \
+             st AS (SELECT COUNT(*)::FLOAT8 AS n, GREATEST(COALESCE(AVG(u.{len}), 1), 1)::FLOAT8 AS avgdl \
+                    FROM {units} u WHERE {scope}{current} AND u.{tsv} IS NOT NULL) \
              SELECT h.id, SUM(LN(1 + (st.n - df.n + 0.5) / (df.n + 0.5)) * h.tf * 2.2 \
                     / (h.tf + 1.2 * (0.25 + 0.75 * h.tsv_len / st.avgdl)))::FLOAT8 AS score \
              FROM hits h JOIN df USING (lexeme) CROSS JOIN st \
              GROUP BY h.id ORDER BY score DESC, h.id LIMIT {k}",
             units = t.units,
+            tsv = t.tsv,
+            len = t.tsv_len,
         );
         let mut all: Vec<&(dyn ToSql + Sync)> = vec![&query];
         all.extend(params(&args));
