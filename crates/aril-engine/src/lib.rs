@@ -303,7 +303,8 @@ impl Engine {
             return Ok(());
         };
         let stats = self.store.stats()?;
-        if local.lexical.len() > stats.turns + stats.segments {
+        // Each turn is indexed twice (itself and its window), each segment once.
+        if local.lexical.len() > 2 * stats.turns + stats.segments {
             tracing::warn!("lexical index holds units the store lacks; rebuilding it");
             local.lexical.clear()?;
         }
