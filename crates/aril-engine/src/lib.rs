@@ -334,8 +334,10 @@ impl Engine {
                 }
             }
             // New turns window themselves and widen the windows of the turns before them.
-            let touched = aril_store::windows_touched(self.store.as_ref(), &new_turns)?;
-            units.extend(aril_store::session_windows(self.store.as_ref(), &touched)?);
+            let store = &self.store;
+            units.extend(aril_store::windows_widened(&new_turns, |ids| {
+                store.session_neighbourhoods(ids, aril_core::WINDOW_SPAN)
+            })?);
             local.lexical.add(&units, next)?;
         }
         Ok(())

@@ -361,6 +361,16 @@ pub fn window_units(neighbourhoods: &[Neighbourhood]) -> Vec<UnitText> {
         .collect()
 }
 
+/// The distinct turns of neighbourhoods, in the order met.
+pub(crate) fn members(neighbourhoods: &[Neighbourhood]) -> Vec<TurnId> {
+    let mut seen = HashSet::new();
+    neighbourhoods
+        .iter()
+        .flat_map(|n| n.turns.iter().map(|t| t.id.clone()))
+        .filter(|id| seen.insert(id.clone()))
+        .collect()
+}
+
 /// The turns whose windows change when `turns` are added or removed: those within
 /// [`aril_core::WINDOW_SPAN`] places of one of them in its session (themselves included when
 /// they are still stored).
@@ -368,13 +378,30 @@ pub fn windows_touched(
     store: &(impl Store + ?Sized),
     turns: &[TurnId],
 ) -> Result<Vec<TurnId>, StoreError> {
-    let mut seen = HashSet::new();
-    Ok(store
-        .session_neighbourhoods(turns, aril_core::WINDOW_SPAN)?
+    Ok(members(
+        &store.session_neighbourhoods(turns, aril_core::WINDOW_SPAN)?,
+    ))
+}
+
+/// The window units that change when the turns `added` are stored: theirs, and those of the
+/// turns before them they widen. `read` gives neighbourhoods of [`aril_core::WINDOW_SPAN`]
+/// ([`Store::session_neighbourhoods`], or a backend's read inside its own transaction); the
+/// new turns' windows come from the first read, and only the turns they widen are read again.
+pub fn windows_widened(
+    added: &[TurnId],
+    mut read: impl FnMut(&[TurnId]) -> Result<Vec<Neighbourhood>, StoreError>,
+) -> Result<Vec<UnitText>, StoreError> {
+    let around = read(added)?;
+    let mut units = window_units(&around);
+    let added: HashSet<&TurnId> = added.iter().collect();
+    let widened: Vec<TurnId> = members(&around)
         .into_iter()
-        .flat_map(|n| n.turns.into_iter().map(|t| t.id))
-        .filter(|id| seen.insert(id.clone()))
-        .collect())
+        .filter(|t| !added.contains(t))
+        .collect();
+    if !widened.is_empty() {
+        units.extend(window_units(&read(&widened)?));
+    }
+    Ok(units)
 }
 
 /// The window units of `centers` as the store holds them now.

@@ -800,18 +800,17 @@ impl Store for SqliteStore {
         ids: &[TurnId],
         span: usize,
     ) -> Result<Vec<Neighbourhood>, StoreError> {
-        let mut around = self.conn.prepare_cached(
-            "SELECT n.id, n.seq FROM turns c JOIN turns n ON n.user_id = c.user_id \
-             AND n.agent_id = c.agent_id AND n.run_id = c.run_id \
+        // The turns `n` of the session of turn `c` = ?1.
+        const SAME_SESSION: &str = "SELECT n.id, n.seq FROM turns c JOIN turns n \
+             ON n.user_id = c.user_id AND n.agent_id = c.agent_id AND n.run_id = c.run_id \
              AND n.conversation = c.conversation AND IFNULL(n.session, '') = IFNULL(c.session, '') \
-             WHERE c.id = ?1 AND n.seq < c.seq ORDER BY n.seq DESC LIMIT ?2",
-        )?;
-        let mut after = self.conn.prepare_cached(
-            "SELECT n.id, n.seq FROM turns c JOIN turns n ON n.user_id = c.user_id \
-             AND n.agent_id = c.agent_id AND n.run_id = c.run_id \
-             AND n.conversation = c.conversation AND IFNULL(n.session, '') = IFNULL(c.session, '') \
-             WHERE c.id = ?1 AND n.seq >= c.seq ORDER BY n.seq LIMIT ?2",
-        )?;
+             WHERE c.id = ?1";
+        let mut around = self.conn.prepare_cached(&format!(
+            "{SAME_SESSION} AND n.seq < c.seq ORDER BY n.seq DESC LIMIT ?2"
+        ))?;
+        let mut after = self.conn.prepare_cached(&format!(
+            "{SAME_SESSION} AND n.seq >= c.seq ORDER BY n.seq LIMIT ?2"
+        ))?;
         let mut plans: Vec<(TurnId, Vec<TurnId>)> = Vec::with_capacity(ids.len());
         for id in ids {
             let mut members: Vec<(String, i64)> = around

@@ -349,9 +349,11 @@ pub(super) fn write_batch(
     }
     // Searchable in the same commit: BM25 texts and chunk vector rows.
     search::index_turn_records(tx, &added_turns)?;
-    let added_ids: Vec<String> = added_turns.iter().map(|r| r.turn.id.0.clone()).collect();
-    let touched = search::windows_touched(tx, &added_ids)?;
-    search::index_windows(tx, &touched)?;
+    let added_ids: Vec<TurnId> = added_turns.iter().map(|r| r.turn.id.clone()).collect();
+    let windows = crate::windows_widened(&added_ids, |ids| {
+        search::neighbourhoods(tx, &texts!(ids), aril_core::WINDOW_SPAN)
+    })?;
+    search::put_windows(tx, &windows)?;
     search::index_segments(tx, &added_segments)?;
     Ok(report)
 }
@@ -627,11 +629,15 @@ impl Store for PgStore {
                 }
             }
             // The neighbours whose windows held the deleted turns, windowed again below.
-            let gone: HashSet<&String> = turn_ids.iter().collect();
-            let neighbours: Vec<String> = search::windows_touched(&mut tx, &turn_ids)?
-                .into_iter()
-                .filter(|id| !gone.contains(id))
-                .collect();
+            let neighbours: Vec<String> = crate::members(&search::neighbourhoods(
+                &mut tx,
+                &turn_ids,
+                aril_core::WINDOW_SPAN,
+            )?)
+            .into_iter()
+            .filter(|id| !deletion.turns.contains(id))
+            .map(|id| id.0)
+            .collect();
             let segments =
                 tx.execute("DELETE FROM segments WHERE id = ANY($1)", &[&segment_ids])?;
             tx.execute(
@@ -648,7 +654,6 @@ impl Store for PgStore {
                     ..Default::default()
                 },
             )?;
-            search::index_windows(&mut tx, &neighbours)?;
             search::index_windows(&mut tx, &neighbours)?;
             let embeddings = drop_unused_embeddings(&mut tx, &hashes)?;
             tx.commit()?;

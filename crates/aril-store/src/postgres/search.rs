@@ -171,9 +171,10 @@ fn put_texts(
         .unzip();
     client.execute(
         &format!(
-            "UPDATE {} u SET tsv = to_tsvector('{TS_CONFIG}', v.body) \
+            "UPDATE {} u SET {} = to_tsvector('{TS_CONFIG}', v.body) \
              FROM unnest($1::TEXT[], $2::TEXT[]) AS v (id, body) WHERE u.id = v.id",
-            tables(kind).units
+            tables(kind).units,
+            tables(kind).tsv
         ),
         &[&ids, &bodies],
     )?;
@@ -389,35 +390,19 @@ pub(super) fn index_windows(
     centers: &[String],
 ) -> Result<(), StoreError> {
     let units = crate::window_units(&neighbourhoods(client, centers, aril_core::WINDOW_SPAN)?);
-    let (ids, bodies): (Vec<&str>, Vec<&str>) = units
-        .iter()
-        .map(|u| (u.id.as_str(), u.text.as_str()))
-        .unzip();
-    if ids.is_empty() {
-        return Ok(());
-    }
-    client.execute(
-        &format!(
-            "UPDATE turns u SET wtsv = to_tsvector('{TS_CONFIG}', v.body) \
-             FROM unnest($1::TEXT[], $2::TEXT[]) AS v (id, body) WHERE u.id = v.id"
-        ),
-        &[&ids, &bodies],
-    )?;
-    Ok(())
+    put_windows(client, &units)
 }
 
-/// The stored turns within a window's reach of `ids` (those whose windows change when `ids`
-/// come or go), `ids` themselves included while they are stored.
-pub(super) fn windows_touched(
+/// Writes window units' `tsvector`s.
+pub(super) fn put_windows(
     client: &mut impl GenericClient,
-    ids: &[String],
-) -> Result<Vec<String>, StoreError> {
-    let mut seen = std::collections::HashSet::new();
-    Ok(neighbourhoods(client, ids, aril_core::WINDOW_SPAN)?
-        .into_iter()
-        .flat_map(|n| n.turns.into_iter().map(|t| t.id.0))
-        .filter(|id| seen.insert(id.clone()))
-        .collect())
+    units: &[crate::UnitText],
+) -> Result<(), StoreError> {
+    let texts: Vec<(String, String)> = units
+        .iter()
+        .map(|u| (u.id.clone(), u.text.clone()))
+        .collect();
+    put_texts(client, UnitKind::Window, &texts)
 }
 
 /// Cards a newer card supersedes are not found (recall shows what holds now).
