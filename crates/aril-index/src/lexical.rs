@@ -18,6 +18,7 @@ use tantivy::tokenizer::{
 };
 use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
 
+use crate::scope_stats::{ScopeCache, ScopeStats};
 use crate::{Hit, IndexError};
 
 /// Highest store order indexed, per unit kind.
@@ -48,6 +49,8 @@ pub struct LexicalIndex {
     fields: Fields,
     /// `en_stem` with the query stop words removed before stemming.
     query_analyzer: TextAnalyzer,
+    /// The documents of recently searched scopes, whose BM25 statistics a search uses.
+    scopes: ScopeCache,
 }
 
 const WRITER_MEMORY: usize = 50_000_000;
@@ -225,6 +228,7 @@ impl LexicalIndex {
             writer,
             fields,
             query_analyzer,
+            scopes: ScopeCache::default(),
         })
     }
 
@@ -412,6 +416,30 @@ impl LexicalIndex {
                 )
             })
             .collect();
+        // The units this search may return: its scope, of its kinds.
+        let units = BooleanQuery::new(vec![
+            (Occur::Must, self.filter_query(filter)),
+            (
+                Occur::Must,
+                Box::new(BooleanQuery::new(kind_clauses)) as Box<dyn Query>,
+            ),
+        ]);
+        let searcher = self.reader.searcher();
+        let key = format!(
+            "{}\u{0}{}\u{0}{}\u{0}{}",
+            filter.user_id,
+            filter.agent_id.as_deref().unwrap_or("\u{1}"),
+            filter.run_id.as_deref().unwrap_or("\u{1}"),
+            kinds
+                .iter()
+                .map(|k| k.as_str())
+                .collect::<Vec<_>>()
+                .join(",")
+        );
+        let docs = self.scopes.get(&searcher, key, &units, f.text)?;
+        if docs.is_empty() {
+            return Ok(Vec::new());
+        }
         let query = BooleanQuery::new(vec![
             (
                 Occur::Must,
@@ -419,18 +447,18 @@ impl LexicalIndex {
             ),
             (
                 Occur::Must,
-                Box::new(ConstScoreQuery::new(self.filter_query(filter), 0.0)),
-            ),
-            (
-                Occur::Must,
-                Box::new(ConstScoreQuery::new(
-                    Box::new(BooleanQuery::new(kind_clauses)),
-                    0.0,
-                )),
+                Box::new(ConstScoreQuery::new(Box::new(units), 0.0)),
             ),
         ]);
-        let searcher = self.reader.searcher();
-        let top = searcher.search(&query, &TopDocs::with_limit(k).order_by_score())?;
+        let stats = ScopeStats {
+            searcher: &searcher,
+            docs: &docs,
+        };
+        let top = searcher.search_with_statistics_provider(
+            &query,
+            &TopDocs::with_limit(k).order_by_score(),
+            &stats,
+        )?;
         let mut hits = Vec::with_capacity(top.len());
         for (score, address) in top {
             let doc: TantivyDocument = searcher.doc(address)?;
@@ -623,5 +651,115 @@ mod tests {
             ["b"]
         );
         assert_eq!(idx.watermark().unwrap().turn_seq, 2);
+    }
+
+    fn watermark(turn_seq: i64) -> Watermark {
+        Watermark {
+            turn_seq,
+            segment_seq: 0,
+            windows: true,
+        }
+    }
+
+    fn scores(idx: &LexicalIndex, user: &str, query: &str, kind: UnitKind) -> Vec<(String, f32)> {
+        idx.search(&ScopeFilter::user(user), query, 10, &[kind])
+            .unwrap()
+            .into_iter()
+            .map(|h| (h.id, h.score))
+            .collect()
+    }
+
+    #[test]
+    fn bm25_statistics_come_from_the_searched_scope_and_kind_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut idx = LexicalIndex::open(dir.path()).unwrap();
+        idx.add(
+            &[
+                unit("a", "u1", "zebra lake", 1),
+                unit("b", "u1", "lake house", 2),
+                unit("c", "u1", "mountain", 3),
+            ],
+            watermark(3),
+        )
+        .unwrap();
+        // BM25 over u1's three turns: N 3, mean length 5/3, "zebra" in one of them.
+        let idf = (1.0f32 + (3.0 - 1.0 + 0.5) / (1.0 + 0.5)).ln();
+        let expected = idf * 2.2 / (1.0 + 1.2 * (0.25 + 0.75 * 2.0 / (5.0 / 3.0)));
+        let before = scores(&idx, "u1", "zebra", UnitKind::Turn);
+        assert_eq!(before.len(), 1);
+        assert!(
+            (before[0].1 - expected).abs() < 1e-4,
+            "{before:?} against {expected}"
+        );
+
+        // Another user's turns and u1's own segments and windows, all full of the word, change
+        // nothing for u1's turns.
+        let mut more: Vec<UnitText> = (0..20)
+            .map(|i| unit(&format!("x{i}"), "u2", "zebra zebra lake", 4 + i))
+            .collect();
+        more.push(UnitText {
+            kind: UnitKind::Segment,
+            ..unit("s", "u1", "zebra lake lake house mountain zebra", 30)
+        });
+        more.push(UnitText {
+            kind: UnitKind::Window,
+            ..unit("a", "u1", "zebra lake lake house", 31)
+        });
+        idx.add(&more, watermark(31)).unwrap();
+        assert_eq!(scores(&idx, "u1", "zebra lake", UnitKind::Turn), {
+            let fresh_dir = tempfile::tempdir().unwrap();
+            let mut fresh = LexicalIndex::open(fresh_dir.path()).unwrap();
+            fresh
+                .add(
+                    &[
+                        unit("a", "u1", "zebra lake", 1),
+                        unit("b", "u1", "lake house", 2),
+                        unit("c", "u1", "mountain", 3),
+                    ],
+                    watermark(3),
+                )
+                .unwrap();
+            scores(&fresh, "u1", "zebra lake", UnitKind::Turn)
+        });
+        assert_eq!(scores(&idx, "u1", "zebra", UnitKind::Turn), before);
+
+        // A window replaced three times scores as the last one alone would: the replaced
+        // documents, deleted but not merged away, are not counted.
+        for (i, text) in ["zebra", "zebra lake", "zebra lake house"]
+            .iter()
+            .enumerate()
+        {
+            idx.add(
+                &[UnitText {
+                    kind: UnitKind::Window,
+                    ..unit("b", "u1", text, 40 + i as i64)
+                }],
+                watermark(40 + i as i64),
+            )
+            .unwrap();
+        }
+        let windows = scores(&idx, "u1", "zebra house", UnitKind::Window);
+        let fresh_dir = tempfile::tempdir().unwrap();
+        let mut fresh = LexicalIndex::open(fresh_dir.path()).unwrap();
+        fresh
+            .add(
+                &[
+                    UnitText {
+                        kind: UnitKind::Window,
+                        ..unit("a", "u1", "zebra lake lake house", 1)
+                    },
+                    UnitText {
+                        kind: UnitKind::Window,
+                        ..unit("b", "u1", "zebra lake house", 2)
+                    },
+                ],
+                watermark(2),
+            )
+            .unwrap();
+        assert_eq!(
+            windows,
+            scores(&fresh, "u1", "zebra house", UnitKind::Window)
+        );
+        assert_eq!(windows.len(), 2);
     }
 }

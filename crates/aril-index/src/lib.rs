@@ -10,6 +10,7 @@
 
 mod error;
 mod lexical;
+mod scope_stats;
 mod vector;
 
 pub use aril_store::Hit;
