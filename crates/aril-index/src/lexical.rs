@@ -661,6 +661,21 @@ mod tests {
         }
     }
 
+    /// A fresh index holding `units` (its directory lives as long as the index is used).
+    fn index_of(units: &[UnitText]) -> (tempfile::TempDir, LexicalIndex) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut idx = LexicalIndex::open(dir.path()).unwrap();
+        idx.add(units, watermark(units.len() as i64)).unwrap();
+        (dir, idx)
+    }
+
+    fn window(id: &str, text: &str, seq: i64) -> UnitText {
+        UnitText {
+            kind: UnitKind::Window,
+            ..unit(id, "u1", text, seq)
+        }
+    }
+
     fn scores(idx: &LexicalIndex, user: &str, query: &str, kind: UnitKind) -> Vec<(String, f32)> {
         idx.search(&ScopeFilter::user(user), query, 10, &[kind])
             .unwrap()
@@ -671,17 +686,12 @@ mod tests {
 
     #[test]
     fn bm25_statistics_come_from_the_searched_scope_and_kind_alone() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut idx = LexicalIndex::open(dir.path()).unwrap();
-        idx.add(
-            &[
-                unit("a", "u1", "zebra lake", 1),
-                unit("b", "u1", "lake house", 2),
-                unit("c", "u1", "mountain", 3),
-            ],
-            watermark(3),
-        )
-        .unwrap();
+        let turns = [
+            unit("a", "u1", "zebra lake", 1),
+            unit("b", "u1", "lake house", 2),
+            unit("c", "u1", "mountain", 3),
+        ];
+        let (_dir, mut idx) = index_of(&turns);
         // BM25 over u1's three turns: N 3, mean length 5/3, "zebra" in one of them.
         let idf = (1.0f32 + (3.0 - 1.0 + 0.5) / (1.0 + 0.5)).ln();
         let expected = idf * 2.2 / (1.0 + 1.2 * (0.25 + 0.75 * 2.0 / (5.0 / 3.0)));
@@ -701,26 +711,13 @@ mod tests {
             kind: UnitKind::Segment,
             ..unit("s", "u1", "zebra lake lake house mountain zebra", 30)
         });
-        more.push(UnitText {
-            kind: UnitKind::Window,
-            ..unit("a", "u1", "zebra lake lake house", 31)
-        });
+        more.push(window("a", "zebra lake lake house", 31));
         idx.add(&more, watermark(31)).unwrap();
-        assert_eq!(scores(&idx, "u1", "zebra lake", UnitKind::Turn), {
-            let fresh_dir = tempfile::tempdir().unwrap();
-            let mut fresh = LexicalIndex::open(fresh_dir.path()).unwrap();
-            fresh
-                .add(
-                    &[
-                        unit("a", "u1", "zebra lake", 1),
-                        unit("b", "u1", "lake house", 2),
-                        unit("c", "u1", "mountain", 3),
-                    ],
-                    watermark(3),
-                )
-                .unwrap();
+        let (_fresh_dir, fresh) = index_of(&turns);
+        assert_eq!(
+            scores(&idx, "u1", "zebra lake", UnitKind::Turn),
             scores(&fresh, "u1", "zebra lake", UnitKind::Turn)
-        });
+        );
         assert_eq!(scores(&idx, "u1", "zebra", UnitKind::Turn), before);
 
         // A window replaced three times scores as the last one alone would: the replaced
@@ -729,33 +726,14 @@ mod tests {
             .iter()
             .enumerate()
         {
-            idx.add(
-                &[UnitText {
-                    kind: UnitKind::Window,
-                    ..unit("b", "u1", text, 40 + i as i64)
-                }],
-                watermark(40 + i as i64),
-            )
-            .unwrap();
+            let seq = 40 + i as i64;
+            idx.add(&[window("b", text, seq)], watermark(seq)).unwrap();
         }
         let windows = scores(&idx, "u1", "zebra house", UnitKind::Window);
-        let fresh_dir = tempfile::tempdir().unwrap();
-        let mut fresh = LexicalIndex::open(fresh_dir.path()).unwrap();
-        fresh
-            .add(
-                &[
-                    UnitText {
-                        kind: UnitKind::Window,
-                        ..unit("a", "u1", "zebra lake lake house", 1)
-                    },
-                    UnitText {
-                        kind: UnitKind::Window,
-                        ..unit("b", "u1", "zebra lake house", 2)
-                    },
-                ],
-                watermark(2),
-            )
-            .unwrap();
+        let (_fresh_dir, fresh) = index_of(&[
+            window("a", "zebra lake lake house", 1),
+            window("b", "zebra lake house", 2),
+        ]);
         assert_eq!(
             windows,
             scores(&fresh, "u1", "zebra house", UnitKind::Window)
