@@ -425,18 +425,9 @@ impl LexicalIndex {
             ),
         ]);
         let searcher = self.reader.searcher();
-        let key = format!(
-            "{}\u{0}{}\u{0}{}\u{0}{}",
-            filter.user_id,
-            filter.agent_id.as_deref().unwrap_or("\u{1}"),
-            filter.run_id.as_deref().unwrap_or("\u{1}"),
-            kinds
-                .iter()
-                .map(|k| k.as_str())
-                .collect::<Vec<_>>()
-                .join(",")
-        );
-        let docs = self.scopes.get(&searcher, key, &units, f.text)?;
+        let docs = self
+            .scopes
+            .get(&searcher, (filter.clone(), kinds.to_vec()), &units, f.text)?;
         if docs.is_empty() {
             return Ok(Vec::new());
         }

@@ -12,6 +12,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use aril_core::ScopeFilter;
+use aril_store::UnitKind;
 use tantivy::query::{Bm25StatisticsProvider, EnableScoring, Query};
 use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::{DocId, DocSet, Searcher, TERMINATED, Term};
@@ -21,7 +23,6 @@ use tantivy::{DocId, DocSet, Searcher, TERMINATED, Term};
 #[derive(Debug, Default)]
 pub(crate) struct ScopeDocs {
     per_segment: Vec<Vec<DocId>>,
-    docs: u64,
     tokens: u64,
 }
 
@@ -43,32 +44,38 @@ impl ScopeDocs {
                 }
                 doc = scorer.advance();
             }
-            out.docs += docs.len() as u64;
             out.per_segment.push(docs);
         }
         Ok(out)
     }
 
+    fn docs(&self) -> u64 {
+        self.per_segment.iter().map(|d| d.len() as u64).sum()
+    }
+
     pub(crate) fn is_empty(&self) -> bool {
-        self.docs == 0
+        self.per_segment.iter().all(Vec::is_empty)
     }
 }
+
+/// What a search may return: a scope, and the unit kinds searched in it.
+pub(crate) type ScopeKey = (ScopeFilter, Vec<UnitKind>);
 
 /// The scope documents of recent searches, valid for one searcher generation.
 #[derive(Default)]
 pub(crate) struct ScopeCache {
-    entries: Mutex<(u64, HashMap<String, Arc<ScopeDocs>>)>,
+    entries: Mutex<(u64, HashMap<ScopeKey, Arc<ScopeDocs>>)>,
 }
 
 /// Scopes cached per generation at most; beyond it the cache starts again.
 const CACHED_SCOPES: usize = 64;
 
 impl ScopeCache {
-    /// The documents of the scope named `key` (built by `scope`) in `searcher`'s generation.
+    /// The documents `scope` (the query for `key`) admits in `searcher`'s generation.
     pub(crate) fn get(
         &self,
         searcher: &Searcher,
-        key: String,
+        key: ScopeKey,
         scope: &dyn Query,
         text: Field,
     ) -> tantivy::Result<Arc<ScopeDocs>> {
@@ -103,7 +110,7 @@ impl Bm25StatisticsProvider for ScopeStats<'_> {
     }
 
     fn total_num_docs(&self) -> tantivy::Result<u64> {
-        Ok(self.docs.docs)
+        Ok(self.docs.docs())
     }
 
     fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
