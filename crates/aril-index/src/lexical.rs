@@ -445,11 +445,23 @@ impl LexicalIndex {
             searcher: &searcher,
             docs: &docs,
         };
-        let top = searcher.search_with_statistics_provider(
-            &query,
-            &TopDocs::with_limit(k).order_by_score(),
-            &stats,
-        )?;
+        // Equal scores are ordered by unit id, as the dense search and PostgreSQL order them, so
+        // the result does not depend on how tantivy's segments happen to be laid out (a cold and
+        // a warm index differ there). The limit grows until no unit tied with the k-th is left
+        // out.
+        let mut limit = k + 1;
+        let top = loop {
+            let top = searcher.search_with_statistics_provider(
+                &query,
+                &TopDocs::with_limit(limit).order_by_score(),
+                &stats,
+            )?;
+            let cut_inside_a_tie = top.len() == limit && top[limit - 1].0 == top[k - 1].0;
+            if !cut_inside_a_tie {
+                break top;
+            }
+            limit *= 2;
+        };
         let mut hits = Vec::with_capacity(top.len());
         for (score, address) in top {
             let doc: TantivyDocument = searcher.doc(address)?;
@@ -472,6 +484,8 @@ impl LexicalIndex {
                 score,
             });
         }
+        hits.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.id.cmp(&b.id)));
+        hits.truncate(k);
         Ok(hits)
     }
 }
@@ -730,5 +744,31 @@ mod tests {
             scores(&fresh, "u1", "zebra house", UnitKind::Window)
         );
         assert_eq!(windows.len(), 2);
+    }
+
+    #[test]
+    fn equal_scores_are_ordered_by_id_whatever_the_segments() {
+        // Four units that score the same, written in reverse id order, one commit each (so
+        // one tantivy segment each), beside one that scores higher.
+        let dir = tempfile::tempdir().unwrap();
+        let mut idx = LexicalIndex::open(dir.path()).unwrap();
+        for (seq, id) in ["d", "c", "b", "a"].iter().enumerate() {
+            let seq = seq as i64 + 1;
+            idx.add(&[unit(id, "u1", "lake house", seq)], watermark(seq))
+                .unwrap();
+        }
+        idx.add(&[unit("z", "u1", "lake lake", 5)], watermark(5))
+            .unwrap();
+        let top = |k| -> Vec<String> {
+            idx.search(&ScopeFilter::user("u1"), "lake", k, &[UnitKind::Turn])
+                .unwrap()
+                .into_iter()
+                .map(|h| h.id)
+                .collect()
+        };
+        assert_eq!(top(1), ["z"]);
+        // A cut inside the tie keeps the smallest ids.
+        assert_eq!(top(3), ["z", "a", "b"]);
+        assert_eq!(top(10), ["z", "a", "b", "c", "d"]);
     }
 }
