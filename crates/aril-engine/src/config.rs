@@ -58,11 +58,11 @@ pub struct RecallConfig {
     /// (docs/benchmarks.md), it finds short replies by the words of the exchange around them.
     pub w_lexical_windows: f32,
     /// Fusion weight of each of the three speaker-focus lists (the dense, BM25 and window turn
-    /// lists again, restricted to the turns of the one speaker a question names;
-    /// `crate::focus`). 0 turns speaker focus off.
+    /// lists searched again for the question without the name, restricted to the turns of the
+    /// one speaker a question names; `crate::focus`). 0 turns speaker focus off.
     pub w_focus: f32,
-    /// How much deeper than `candidates` the turn lists are searched when speaker focus is on, so
-    /// the restricted lists still hold about `candidates` turns.
+    /// How much deeper than `candidates` the focus lists are searched before they keep the named
+    /// speaker's turns, so each still holds about `candidates` turns.
     pub focus_depth: usize,
     /// Results returned when the caller gives no `k`.
     pub default_k: usize,
@@ -119,7 +119,7 @@ impl Default for RecallConfig {
             w_dense_segments: 1.0,
             w_lexical_segments: 0.0,
             w_lexical_windows: 2.0,
-            w_focus: 1.0,
+            w_focus: 2.0,
             focus_depth: 4,
             default_k: 10,
             segments: SegmentUse::RankTurns,

@@ -1,12 +1,15 @@
-//! The LLM-free read path: the question is embedded once, then four ranked lists are taken inside
-//! the scope (cosine over turn chunks, BM25 over turns, cosine over segment chunks, BM25 over
-//! segments) and fused with RRF. By default a segment's rank is credited to each of its turns
-//! (`SegmentUse::RankTurns`): the segment's context lifts the turns it holds, and only turns are
-//! shown. The fused units are packed into `k` and an optional token budget; no turn is shown twice
-//! (a segment shown as a unit shows only the turns a better-ranked unit has not).
+//! The LLM-free read path: the question is embedded once, then ranked lists are taken inside the
+//! scope (cosine over turn chunks, BM25 over turns, cosine over segment chunks, BM25 over each
+//! turn's lexical window, BM25 over segments when weighted) and fused with RRF; a question naming
+//! one of the scope's speakers adds three more ([`crate::focus`]). By default a segment's rank is
+//! credited to each of its turns (`SegmentUse::RankTurns`): the segment's context lifts the turns
+//! it holds, and only turns are shown. The fused units are packed into `k` and an optional token
+//! budget; no turn is shown twice (a segment shown as a unit shows only the turns a better-ranked
+//! unit has not).
 //!
-//! Cost per query: one embedding (no cache write), one pass over the user's chunk vectors, two
-//! tantivy queries, three store reads.
+//! Cost per query: one embedding (no cache write), two passes over the user's chunk vectors,
+//! two or three tantivy queries, a few store reads; a focused question adds one embedding, one
+//! pass and two tantivy queries.
 
 use std::collections::HashMap;
 
@@ -67,6 +70,14 @@ pub struct SearchResponse {
 
 /// Turns read from the store, by id.
 type TurnsById = HashMap<TurnId, Turn>;
+
+/// The speaker-focus turn lists of a question (empty when it names no one speaker).
+#[derive(Default)]
+struct FocusLists {
+    dense: Vec<Hit>,
+    lexical: Vec<Hit>,
+    windows: Vec<Hit>,
+}
 
 /// A unit key with its rank in one list (from 1).
 type Ranked = ((UnitKind, String), usize);
@@ -167,39 +178,31 @@ impl Engine {
         query: &str,
         qv: &[f32],
     ) -> Result<Vec<Candidate>, EngineError> {
-        let c = self.config.recall.candidates;
-        // Deeper turn lists when speaker focus may restrict them to one speaker's turns.
-        let focusing = self.config.recall.w_focus > 0.0;
-        let turn_depth = if focusing {
-            c * self.config.recall.focus_depth.max(1)
-        } else {
-            c
-        };
         let r = self.config.recall.clone();
-        let dense_turns = self.dense_hits(filter, qv, turn_depth, UnitKind::Turn)?;
+        let c = r.candidates;
+        let dense_turns = self.dense_hits(filter, qv, c, UnitKind::Turn)?;
         let dense_segments = self.dense_hits(filter, qv, c, UnitKind::Segment)?;
-        let lexical_turns = self.lexical_hits(filter, query, turn_depth, UnitKind::Turn)?;
+        let lexical_turns = self.lexical_hits(filter, query, c, UnitKind::Turn)?;
         let lexical_segments = if r.w_lexical_segments > 0.0 {
             self.lexical_hits(filter, query, c, UnitKind::Segment)?
         } else {
             Vec::new()
         };
-        // A window hit stands for its turn.
-        let lexical_windows: Vec<Hit> = if r.w_lexical_windows > 0.0 {
-            self.lexical_hits(filter, query, turn_depth, UnitKind::Window)?
-                .into_iter()
-                .map(|h| Hit {
-                    kind: UnitKind::Turn,
-                    ..h
-                })
-                .collect()
+        let lexical_windows = if r.w_lexical_windows > 0.0 {
+            self.window_hits(filter, query, c)?
         } else {
             Vec::new()
         };
-        let (focus, read) = if focusing {
-            self.speaker_focus(query, &[&dense_turns, &lexical_turns, &lexical_windows])?
+        let mut read = TurnsById::new();
+        let focus = if r.w_focus > 0.0 {
+            self.speaker_focus(
+                filter,
+                query,
+                &[&dense_turns, &lexical_turns, &lexical_windows],
+                &mut read,
+            )?
         } else {
-            (None, HashMap::new())
+            FocusLists::default()
         };
         let ranked = |hits: &[Hit]| -> Vec<Ranked> {
             hits.iter()
@@ -207,28 +210,6 @@ impl Engine {
                 .map(|h| (h.kind, h.id.clone()))
                 .zip(1..)
                 .collect()
-        };
-        let (dt, lt, lw) = (
-            ranked(&dense_turns),
-            ranked(&lexical_turns),
-            ranked(&lexical_windows),
-        );
-        // The named speaker's own turns among the deeper lists, ranked again from 1.
-        let (fdt, flt, flw) = match &focus {
-            Some(theirs) => {
-                let only = |hits: &[Hit]| -> Vec<Hit> {
-                    hits.iter()
-                        .filter(|h| theirs.contains(&h.id))
-                        .cloned()
-                        .collect()
-                };
-                (
-                    ranked(&only(&dense_turns)),
-                    ranked(&only(&lexical_turns)),
-                    ranked(&only(&lexical_windows)),
-                )
-            }
-            None => (Vec::new(), Vec::new(), Vec::new()),
         };
         let (ds, ls) = match r.segments {
             SegmentUse::Units => (ranked(&dense_segments), ranked(&lexical_segments)),
@@ -239,51 +220,96 @@ impl Engine {
         };
         let fused = rrf_ranked(
             &[
-                (&dt, r.w_dense_turns),
-                (&lt, r.w_lexical_turns),
+                (&ranked(&dense_turns), r.w_dense_turns),
+                (&ranked(&lexical_turns), r.w_lexical_turns),
                 (&ds, r.w_dense_segments),
                 (&ls, r.w_lexical_segments),
-                (&lw, r.w_lexical_windows),
-                (&fdt, r.w_focus),
-                (&flt, r.w_focus),
-                (&flw, r.w_focus),
+                (&ranked(&lexical_windows), r.w_lexical_windows),
+                (&ranked(&focus.dense), r.w_focus),
+                (&ranked(&focus.lexical), r.w_focus),
+                (&ranked(&focus.windows), r.w_focus),
             ],
             r.rrf_k,
         );
         self.resolve(&fused, &filter.user_id, read)
     }
 
-    /// The ids of the candidate turns spoken by the one speaker the question names, if it names
-    /// exactly one of the speakers among them ([`crate::focus`]); and the candidate turns read to
-    /// learn their speakers, which [`Engine::resolve`] then need not read again.
-    fn speaker_focus(
+    /// BM25 over the turns' lexical windows; a window hit stands for its turn.
+    fn window_hits(
         &self,
+        filter: &ScopeFilter,
         query: &str,
-        lists: &[&[Hit]],
-    ) -> Result<(Option<std::collections::HashSet<String>>, TurnsById), EngineError> {
-        let ids: Vec<TurnId> = lists
+        k: usize,
+    ) -> Result<Vec<Hit>, EngineError> {
+        Ok(self
+            .lexical_hits(filter, query, k, UnitKind::Window)?
+            .into_iter()
+            .map(|h| Hit {
+                kind: UnitKind::Turn,
+                ..h
+            })
+            .collect())
+    }
+
+    /// Speaker focus ([`crate::focus`]): when the question names exactly one of the speakers of
+    /// the candidate turns, the dense, BM25 and window turn lists searched again for the question
+    /// without that name (`focus_depth` times deeper), each keeping that speaker's turns only.
+    /// Every turn read to learn speakers goes into `read`, which [`Engine::resolve`] then need not
+    /// read again.
+    fn speaker_focus(
+        &mut self,
+        filter: &ScopeFilter,
+        query: &str,
+        candidates: &[&[Hit]],
+        read: &mut TurnsById,
+    ) -> Result<FocusLists, EngineError> {
+        self.read_turns(candidates, read)?;
+        let Some(name) = crate::focus::named_speaker(
+            query,
+            read.values().filter_map(|t| t.turn.speaker.as_deref()),
+        )
+        .map(str::to_string) else {
+            return Ok(FocusLists::default());
+        };
+        let asked = crate::focus::without_name(query, &name);
+        let depth = self.config.recall.candidates * self.config.recall.focus_depth.max(1);
+        let qv = self.embed_query(&asked)?;
+        let dense = self.dense_hits(filter, &qv, depth, UnitKind::Turn)?;
+        let lexical = self.lexical_hits(filter, &asked, depth, UnitKind::Turn)?;
+        let windows = self.window_hits(filter, &asked, depth)?;
+        self.read_turns(&[&dense, &lexical, &windows], read)?;
+        let theirs = |hits: Vec<Hit>| -> Vec<Hit> {
+            hits.into_iter()
+                .filter(|h| {
+                    read.get(&TurnId(h.id.clone()))
+                        .is_some_and(|t| t.turn.speaker.as_deref() == Some(name.as_str()))
+                })
+                .collect()
+        };
+        Ok(FocusLists {
+            dense: theirs(dense),
+            lexical: theirs(lexical),
+            windows: theirs(windows),
+        })
+    }
+
+    /// Reads the turns of `lists` that `read` does not hold yet into it.
+    fn read_turns(&self, lists: &[&[Hit]], read: &mut TurnsById) -> Result<(), EngineError> {
+        let missing: Vec<TurnId> = lists
             .iter()
             .flat_map(|l| l.iter())
             .map(|h| TurnId(h.id.clone()))
+            .filter(|id| !read.contains_key(id))
             .collect::<std::collections::HashSet<_>>()
             .into_iter()
             .collect();
-        let turns = self.store.turns(&ids)?;
-        let named = crate::focus::named_speaker(
-            query,
-            turns.iter().filter_map(|t| t.turn.speaker.as_deref()),
+        read.extend(
+            self.store
+                .turns(&missing)?
+                .into_iter()
+                .map(|t| (t.id.clone(), t)),
         );
-        let theirs = named.map(|name| {
-            turns
-                .iter()
-                .filter(|t| t.turn.speaker.as_deref() == Some(name))
-                .map(|t| t.id.0.clone())
-                .collect()
-        });
-        Ok((
-            theirs,
-            turns.into_iter().map(|t| (t.id.clone(), t)).collect(),
-        ))
+        Ok(())
     }
 
     /// The `k` turns or segments nearest `qv` inside the filter: the store's search when it has

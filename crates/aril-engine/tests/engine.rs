@@ -27,6 +27,7 @@ aril_store::conformance!(
     a_directory_has_one_owner_and_a_database_is_shared,
     invalid_input_changes_nothing,
     a_question_naming_a_speaker_prefers_what_that_speaker_said,
+    the_focus_lists_rank_the_speakers_turns_by_what_they_say_not_by_their_name,
     an_update_is_a_new_version_that_recall_prefers_and_history_keeps,
     deleting_a_memory_removes_every_version_and_rebuilds_what_held_it,
     a_short_reply_is_found_by_its_window_and_a_deleted_turn_leaves_its_neighbours_windows,
@@ -187,6 +188,54 @@ fn a_question_naming_a_speaker_prefers_what_that_speaker_said(place: &Place) {
     // A question naming nobody is not focused.
     let r = search(&mut unfocused, "u", "Who went camping?", 1);
     assert!(r.results[0].text.contains("camping"));
+}
+
+fn the_focus_lists_rank_the_speakers_turns_by_what_they_say_not_by_their_name(place: &Place) {
+    let said = |n: u32, speaker: &str, text: &str| NewTurn {
+        speaker: Some(speaker.into()),
+        role: Role::User,
+        ..turn("u", "s1", n, text)
+    };
+    // Melanie's first turn is all name and no content; her second answers the question.
+    let turns = vec![
+        said(
+            0,
+            "Caroline",
+            "Melanie! Hi Melanie, how are you doing, Melanie?",
+        ),
+        said(
+            1,
+            "Melanie",
+            "Melanie here, Melanie is fine, thanks Caroline.",
+        ),
+        said(2, "Caroline", "I went to the pottery fair on Saturday."),
+        said(
+            3,
+            "Melanie",
+            "I can't have peanuts: my throat swells and I need a doctor.",
+        ),
+    ];
+    // Only the focus lists vote, so the order is theirs alone.
+    let mut config = Config::default();
+    let r = &mut config.recall;
+    (r.w_dense_turns, r.w_lexical_turns, r.w_dense_segments) = (0.0, 0.0, 0.0);
+    (r.w_lexical_segments, r.w_lexical_windows, r.w_focus) = (0.0, 0.0, 1.0);
+    let mut engine = place.open_with(config);
+    ingest(&mut engine, turns, true);
+    let found = search(&mut engine, "u", "What is Melanie allergic to?", 4);
+    let texts: Vec<&str> = found.results.iter().map(|h| h.text.as_str()).collect();
+    assert!(
+        texts[0].starts_with("Melanie: I can't have peanuts"),
+        "{texts:?}"
+    );
+    // The focus lists hold the named speaker's turns only: Caroline's voted nowhere.
+    let voted: Vec<&str> = found
+        .results
+        .iter()
+        .filter(|h| h.score > 0.0)
+        .map(|h| h.text.as_str())
+        .collect();
+    assert!(voted.iter().all(|t| t.starts_with("Melanie:")), "{voted:?}");
 }
 
 fn budget_bounds_the_context(place: &Place) {
