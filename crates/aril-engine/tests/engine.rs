@@ -139,12 +139,16 @@ fn recall_finds_the_relevant_turn_with_its_source_and_date(place: &Place) {
     );
 }
 
-fn a_question_naming_a_speaker_prefers_what_that_speaker_said(place: &Place) {
-    let said = |n: u32, speaker: &str, text: &str| NewTurn {
+/// Turn `n` of user `u`'s session `s1`, said by a named speaker.
+fn said(n: u32, speaker: &str, text: &str) -> NewTurn {
+    NewTurn {
         speaker: Some(speaker.into()),
         role: Role::User,
         ..turn("u", "s1", n, text)
-    };
+    }
+}
+
+fn a_question_naming_a_speaker_prefers_what_that_speaker_said(place: &Place) {
     // Caroline's question echoes the words of the question asked later; Melanie's answer holds
     // what is asked.
     let turns = vec![
@@ -191,11 +195,6 @@ fn a_question_naming_a_speaker_prefers_what_that_speaker_said(place: &Place) {
 }
 
 fn the_focus_lists_rank_the_speakers_turns_by_what_they_say_not_by_their_name(place: &Place) {
-    let said = |n: u32, speaker: &str, text: &str| NewTurn {
-        speaker: Some(speaker.into()),
-        role: Role::User,
-        ..turn("u", "s1", n, text)
-    };
     // Melanie's first turn is all name and no content; her second answers the question.
     let turns = vec![
         said(
