@@ -263,7 +263,7 @@ impl Engine {
         candidates: &[&[Hit]],
         read: &mut TurnsById,
     ) -> Result<FocusLists, EngineError> {
-        self.read_turns(candidates, read)?;
+        self.read_hit_turns(candidates, read)?;
         let Some(name) = crate::focus::named_speaker(
             query,
             read.values().filter_map(|t| t.turn.speaker.as_deref()),
@@ -277,7 +277,7 @@ impl Engine {
         let dense = self.dense_hits(filter, &qv, depth, UnitKind::Turn)?;
         let lexical = self.lexical_hits(filter, &asked, depth, UnitKind::Turn)?;
         let windows = self.window_hits(filter, &asked, depth)?;
-        self.read_turns(&[&dense, &lexical, &windows], read)?;
+        self.read_hit_turns(&[&dense, &lexical, &windows], read)?;
         let theirs = |hits: Vec<Hit>| -> Vec<Hit> {
             hits.into_iter()
                 .filter(|h| {
@@ -293,12 +293,23 @@ impl Engine {
         })
     }
 
-    /// Reads the turns of `lists` that `read` does not hold yet into it.
-    fn read_turns(&self, lists: &[&[Hit]], read: &mut TurnsById) -> Result<(), EngineError> {
-        let missing: Vec<TurnId> = lists
+    /// The turns of `lists`' hits, read into `read` where it does not hold them yet.
+    fn read_hit_turns(&self, lists: &[&[Hit]], read: &mut TurnsById) -> Result<(), EngineError> {
+        let ids = lists
             .iter()
             .flat_map(|l| l.iter())
-            .map(|h| TurnId(h.id.clone()))
+            .map(|h| TurnId(h.id.clone()));
+        self.read_turns(ids, read)
+    }
+
+    /// Reads the turns `ids` names that `read` does not hold yet into it, in one store read.
+    fn read_turns(
+        &self,
+        ids: impl IntoIterator<Item = TurnId>,
+        read: &mut TurnsById,
+    ) -> Result<(), EngineError> {
+        let missing: Vec<TurnId> = ids
+            .into_iter()
             .filter(|id| !read.contains_key(id))
             .collect::<std::collections::HashSet<_>>()
             .into_iter()
@@ -389,19 +400,12 @@ impl Engine {
             .into_iter()
             .map(|s| (s.id.0, s.turns))
             .collect();
-        let mut turn_ids: Vec<TurnId> = fused
+        let turn_ids = fused
             .iter()
             .filter(|((k, _), _)| *k == UnitKind::Turn)
             .map(|((_, id), _)| TurnId(id.clone()))
-            .collect();
-        turn_ids.extend(segments.values().flatten().cloned());
-        turn_ids.retain(|id| !read.contains_key(id));
-        read.extend(
-            self.store
-                .turns(&turn_ids)?
-                .into_iter()
-                .map(|t| (t.id.clone(), t)),
-        );
+            .chain(segments.values().flatten().cloned());
+        self.read_turns(turn_ids, &mut read)?;
         let superseded = self.store.superseded(user_id)?;
         let turns: TurnsById = read
             .into_iter()
