@@ -3,10 +3,10 @@
 //! - `seci-extract`: one ~500-character digest per session (header, date, the first 500 characters
 //!   of the user turns, and key points: first user message, last user message when there are two
 //!   or more, last assistant message), embedded ChromaDB-style and ranked by cosine.
-//! - `seci-hybrid`: the top 2k of the raw-all ranking and of the digest ranking fused with RRF
-//!   (k = 60, ranks from 1), times `1 + 0.3 * min(overlap / |q|, 1)`, where `q` is the set of
-//!   lowercased words of 3+ word characters of the question and `overlap` counts those found as
-//!   substrings of the lowercased raw session text. (The script's temporal boost never fired on
+//! - `seci-hybrid`: the top 2k (the script's k = 10) of the raw-all ranking and of the digest
+//!   ranking fused with RRF (k = 60, ranks from 1), times `1 + 0.3 * min(overlap / |q|, 1)`,
+//!   where `q` is the set of lowercased words of 3+ word characters of the question and `overlap`
+//!   counts those found as substrings of the lowercased raw session text. (The script's temporal boost never fired on
 //!   LongMemEval because of a date-format mismatch, so it is left out.)
 
 use std::collections::{HashMap, HashSet};
@@ -66,6 +66,9 @@ pub(crate) fn digest(session: &HSession) -> String {
     out
 }
 
+/// The `k` of seed 004's script: the hybrid fuses the top `2 * STUDY_K` of each ranking.
+const STUDY_K: usize = 10;
+
 pub struct SeciHybrid {
     embeddings: Embeddings,
     raw: Vec<(String, Vec<f32>)>,
@@ -93,6 +96,35 @@ pub(crate) fn query_words(q: &str) -> HashSet<String> {
         .filter(|w| w.chars().count() >= 3)
         .map(str::to_string)
         .collect()
+}
+
+/// The hybrid's ranking from the full raw-all and digest rankings: the top `2 * STUDY_K` of each
+/// fused with RRF (k = 60), each session's score times the keyword boost, best first. The pool is
+/// the study's whatever depth is asked for: a deeper one would give every session both lists'
+/// votes and rank differently.
+fn hybrid_scores(
+    raw: &[String],
+    digests: &[String],
+    question: &str,
+    raw_lower: &HashMap<String, String>,
+) -> Vec<(String, f32)> {
+    let pool = 2 * STUDY_K;
+    let raw = &raw[..raw.len().min(pool)];
+    let digests = &digests[..digests.len().min(pool)];
+    let mut fused = aril_recall::rrf(&[(raw, 1.0), (digests, 1.0)], 60.0);
+    let words = query_words(question);
+    for (id, score) in fused.iter_mut() {
+        let text = raw_lower.get(id).map(String::as_str).unwrap_or("");
+        let overlap = words.iter().filter(|w| text.contains(w.as_str())).count();
+        let ratio = if words.is_empty() {
+            0.0
+        } else {
+            overlap as f32 / words.len() as f32
+        };
+        *score *= 1.0 + 0.3 * ratio.min(1.0);
+    }
+    fused.sort_by(|a, b| b.1.total_cmp(&a.1));
+    fused
 }
 
 impl Strategy for SeciHybrid {
@@ -126,30 +158,15 @@ impl Strategy for SeciHybrid {
         let q = self
             .embeddings
             .truncated(std::slice::from_ref(&case.question))?;
-        let pool = 2 * k;
         let raw: Vec<String> = rank_by_cosine(&q[0], &self.raw)
             .into_iter()
-            .take(pool)
             .map(|(id, _)| id)
             .collect();
         let dig: Vec<String> = rank_by_cosine(&q[0], &self.digests)
             .into_iter()
-            .take(pool)
             .map(|(id, _)| id)
             .collect();
-        let mut fused = aril_recall::rrf(&[(&raw, 1.0), (&dig, 1.0)], 60.0);
-        let words = query_words(&case.question);
-        for (id, score) in fused.iter_mut() {
-            let text = self.raw_lower.get(id).map(String::as_str).unwrap_or("");
-            let overlap = words.iter().filter(|w| text.contains(w.as_str())).count();
-            let ratio = if words.is_empty() {
-                0.0
-            } else {
-                overlap as f32 / words.len() as f32
-            };
-            *score *= 1.0 + 0.3 * ratio.min(1.0);
-        }
-        fused.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let fused = hybrid_scores(&raw, &dig, &case.question, &self.raw_lower);
         Ok(fused
             .into_iter()
             .take(k)
@@ -199,6 +216,40 @@ mod tests {
         let d = digest(&one);
         assert!(!d.contains("Follow-up"));
         assert!(d.contains(&format!("{}\n## Key Points", "x".repeat(500))));
+    }
+
+    #[test]
+    fn the_hybrid_fuses_the_top_twenty_of_each_ranking_only() {
+        let ids: Vec<String> = (0..30).map(|i| format!("s{i}")).collect();
+        let digests: Vec<String> = ids.iter().rev().cloned().collect();
+        let text: HashMap<String, String> = ids
+            .iter()
+            .map(|id| (id.clone(), "nothing in common".to_string()))
+            .collect();
+        let fused: HashMap<String, f32> = hybrid_scores(&ids, &digests, "which shoes?", &text)
+            .into_iter()
+            .collect();
+        // s25 is 26th in the raw ranking and 5th in the digest one: one vote, not two.
+        assert_eq!(fused["s25"], 1.0 / 65.0);
+        // s12 is 13th in the raw ranking and 18th in the digest one: both vote.
+        assert_eq!(fused["s12"], 1.0 / 73.0 + 1.0 / 78.0);
+        // s10 is 11th and 20th, in both pools; nothing is outside both.
+        assert!(fused.contains_key("s10"));
+        assert_eq!(fused.len(), 30);
+    }
+
+    #[test]
+    fn the_keyword_boost_multiplies_by_the_share_of_question_words_found() {
+        let raw = vec!["a".to_string(), "b".to_string()];
+        let text: HashMap<String, String> = [
+            ("a".to_string(), "nothing".to_string()),
+            ("b".to_string(), "my running shoes".to_string()),
+        ]
+        .into();
+        let fused = hybrid_scores(&raw, &raw, "which running shoes?", &text);
+        assert_eq!(fused[0].0, "b");
+        let b = 2.0 / 62.0 * (1.0 + 0.3 * 2.0 / 3.0);
+        assert!((fused[0].1 - b).abs() < 1e-6);
     }
 
     #[test]
