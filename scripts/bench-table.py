@@ -10,6 +10,10 @@ import json, pathlib, sys
 def pct(x):
     return "" if x is None else f"{100 * x:.1f}"
 
+def groups(r):
+    """A report's groups: LoCoMo's categories (`by_category`; `by_type` in older reports)."""
+    return r.get("by_category", r.get("by_type", {}))
+
 args = [pathlib.Path(a) for a in sys.argv[1:]]
 paths = sorted(args[0].glob("*.json")) if len(args) == 1 and args[0].is_dir() else args
 reports = []
@@ -49,9 +53,9 @@ if loc:
         out.append(f"| {r['strategy']} | {pct(e['recall@5'])} | {pct(e['recall@10'])} | {pct(e['recall@20'])} | {pct(e['recall@1k_tokens'])} | "
                    f"{pct(e['recall@2k_tokens'])} | {pct(e['recall@4k_tokens'])} | {pct(s['recall@5'])} | {pct(s['recall@10'])} | {c['embedded_texts']} | {c['ingest_s']:.0f} | {c['query_ms_p50']:.0f} |")
     out += ["", "Evidence recall at 2k tokens by category:", "",
-            "| strategy | " + " | ".join(sorted(loc[0]["by_type"])) + " |", "|---|" + "---|" * len(loc[0]["by_type"])]
+            "| strategy | " + " | ".join(sorted(groups(loc[0]))) + " |", "|---|" + "---|" * len(groups(loc[0]))]
     for r in loc:
-        cats = r["by_type"]
+        cats = groups(r)
         out.append(f"| {r['strategy']} | " + " | ".join(pct(cats[c]["evidence"]["recall@2k_tokens"]) for c in sorted(cats)) + " |")
     out.append("")
 hot = by_bench.get("hotpotqa", [])

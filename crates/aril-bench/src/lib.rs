@@ -20,7 +20,7 @@ pub mod score;
 pub mod strategy;
 
 pub use report::{BenchReport, Cost, QaCost, QuestionRanking};
-pub use run::{BenchOptions, Benchmark, run};
+pub use run::{BenchOptions, Benchmark, CutOffs, run};
 
 /// Errors of a benchmark run.
 #[derive(Debug, thiserror::Error)]
@@ -35,6 +35,8 @@ pub enum BenchError {
         benchmark: String,
         why: String,
     },
+    #[error("--k {k}: {why}")]
+    InvalidK { k: String, why: String },
     #[error(transparent)]
     Embed(#[from] aril_embed::EmbedError),
     #[error(transparent)]

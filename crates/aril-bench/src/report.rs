@@ -63,7 +63,7 @@ impl QaCost {
 }
 
 /// One benchmark run of one strategy.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct BenchReport {
     pub benchmark: String,
     pub data: String,
@@ -71,14 +71,61 @@ pub struct BenchReport {
     pub embedder: String,
     pub n_questions: usize,
     pub metrics: Value,
-    /// Per question type (LongMemEval) or category (LoCoMo).
-    #[serde(rename = "by_type")]
+    /// Per question type (LongMemEval: JSON `by_type`) or category (LoCoMo: `by_category`).
     pub by_group: Value,
     pub notes: Value,
     pub cost: Cost,
     /// Each question's top 10 sessions, for question-by-question comparison (`--rankings`).
-    #[serde(skip)]
     pub rankings: Vec<QuestionRanking>,
+}
+
+/// Where a metric's cell goes in the table: `n` first, then by name, each name's cut-offs in
+/// increasing order (`recall@5`, `recall@10`, `recall@1k_tokens`, `recall@2k_tokens`).
+fn reading_order(key: &str) -> (bool, String, u64, String) {
+    let (name, cut) = key.split_once('@').unwrap_or((key, ""));
+    let digits: String = cut.chars().take_while(char::is_ascii_digit).collect();
+    let rest = &cut[digits.len()..];
+    let mut n: u64 = digits.parse().unwrap_or(0);
+    if rest.starts_with('k') {
+        n = n.saturating_mul(1000);
+    }
+    (key != "n", name.to_string(), n, rest.to_string())
+}
+
+/// The report as JSON: the groups under `by_category` for LoCoMo, `by_type` otherwise.
+#[derive(Serialize)]
+struct ReportJson<'a> {
+    benchmark: &'a str,
+    data: &'a str,
+    strategy: &'a str,
+    embedder: &'a str,
+    n_questions: usize,
+    metrics: &'a Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    by_type: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    by_category: Option<&'a Value>,
+    notes: &'a Value,
+    cost: &'a Cost,
+}
+
+impl Serialize for BenchReport {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let locomo = self.benchmark == crate::Benchmark::Locomo.name();
+        ReportJson {
+            benchmark: &self.benchmark,
+            data: &self.data,
+            strategy: &self.strategy,
+            embedder: &self.embedder,
+            n_questions: self.n_questions,
+            metrics: &self.metrics,
+            by_type: (!locomo).then_some(&self.by_group),
+            by_category: locomo.then_some(&self.by_group),
+            notes: &self.notes,
+            cost: &self.cost,
+        }
+        .serialize(serializer)
+    }
 }
 
 /// One question's retrieved sessions, best first.
@@ -108,7 +155,9 @@ impl BenchReport {
                     let cells: Vec<String> = metrics
                         .as_object()
                         .map(|m| {
-                            m.iter()
+                            let mut m: Vec<(&String, &Value)> = m.iter().collect();
+                            m.sort_by_key(|(k, _)| reading_order(k));
+                            m.into_iter()
                                 .map(|(k, v)| match v.as_f64() {
                                     Some(x) if k != "n" => format!("{k} {:.3}", x),
                                     _ => format!("{k} {v}"),
@@ -151,5 +200,61 @@ impl BenchReport {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(benchmark: &str) -> serde_json::Value {
+        let r = BenchReport {
+            benchmark: benchmark.into(),
+            data: "f.json".into(),
+            strategy: "aril".into(),
+            embedder: "m".into(),
+            n_questions: 1,
+            metrics: serde_json::json!({}),
+            by_group: serde_json::json!({"4 single-hop": {}}),
+            notes: serde_json::json!({}),
+            cost: Cost::default(),
+            rankings: Vec::new(),
+        };
+        serde_json::to_value(&r).unwrap()
+    }
+
+    #[test]
+    fn table_cells_read_in_cut_off_order() {
+        let mut keys = vec![
+            "recall@2k_tokens",
+            "recall@10",
+            "ndcg@5",
+            "recall@1k_tokens",
+            "n",
+            "recall@5",
+        ];
+        keys.sort_by_key(|k| reading_order(k));
+        assert_eq!(
+            keys,
+            vec![
+                "n",
+                "ndcg@5",
+                "recall@5",
+                "recall@10",
+                "recall@1k_tokens",
+                "recall@2k_tokens"
+            ]
+        );
+    }
+
+    #[test]
+    fn locomo_groups_are_by_category_and_longmemeval_groups_by_type() {
+        let locomo = report("locomo");
+        assert!(locomo["by_category"]["4 single-hop"].is_object());
+        assert!(locomo.get("by_type").is_none());
+        let lme = report("longmemeval");
+        assert!(lme["by_type"]["4 single-hop"].is_object());
+        assert!(lme.get("by_category").is_none());
+        assert!(lme.get("rankings").is_none());
     }
 }

@@ -22,6 +22,21 @@ pub enum Benchmark {
 }
 
 impl Benchmark {
+    /// The cut-offs of the benchmark's `@k` metrics when `--k` does not give them: LongMemEval
+    /// sessions at 5 and 10, LoCoMo units at 5, 10 and 20 and sessions at 5 and 10, HotpotQA
+    /// paragraphs at 2, 5 and 10.
+    pub fn default_cut_offs(self) -> CutOffs {
+        let (units, sessions): (&[usize], &[usize]) = match self {
+            Benchmark::LongMemEval => (&[], &[5, 10]),
+            Benchmark::Locomo => (&[5, 10, 20], &[5, 10]),
+            Benchmark::HotpotQa => (&[], &[2, 5, 10]),
+        };
+        CutOffs {
+            units: units.to_vec(),
+            sessions: sessions.to_vec(),
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Benchmark::LongMemEval => "longmemeval",
@@ -31,6 +46,14 @@ impl Benchmark {
     }
 }
 
+/// The `k`s of the `@k` metrics: over ranked units (LoCoMo's evidence recall) and over the
+/// sessions (LongMemEval sessions, LoCoMo sessions, HotpotQA paragraphs) their units rank.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CutOffs {
+    pub units: Vec<usize>,
+    pub sessions: Vec<usize>,
+}
+
 /// What to run.
 pub struct BenchOptions {
     pub benchmark: Benchmark,
@@ -38,6 +61,9 @@ pub struct BenchOptions {
     pub strategy: String,
     /// Only the first N questions.
     pub limit: Option<usize>,
+    /// Cut-offs of every `@k` metric (units and sessions alike), in place of
+    /// [`Benchmark::default_cut_offs`].
+    pub ks: Option<Vec<usize>>,
     /// Embedding cache and the `aril` strategy's data directories.
     pub cache_dir: PathBuf,
     pub model: Arc<dyn Embedder>,
@@ -67,6 +93,36 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[i]
 }
 
+/// The cut-offs to score at: `asked` sorted and deduplicated, each from 1 to the units a strategy
+/// returns, for units and sessions alike; or the benchmark's defaults.
+fn cut_offs(benchmark: Benchmark, asked: Option<&[usize]>) -> Result<CutOffs, BenchError> {
+    let Some(asked) = asked else {
+        return Ok(benchmark.default_cut_offs());
+    };
+    if asked.is_empty() {
+        return Err(BenchError::InvalidK {
+            k: String::new(),
+            why: "give at least one cut-off, e.g. --k 5,10".into(),
+        });
+    }
+    if let Some(bad) = asked.iter().find(|&&k| k == 0 || k > DEPTH) {
+        return Err(BenchError::InvalidK {
+            k: bad.to_string(),
+            why: format!("a cut-off is from 1 to {DEPTH}, the units each strategy returns"),
+        });
+    }
+    let mut ks = asked.to_vec();
+    ks.sort_unstable();
+    ks.dedup();
+    Ok(CutOffs {
+        units: match benchmark {
+            Benchmark::Locomo => ks.clone(),
+            Benchmark::LongMemEval | Benchmark::HotpotQa => Vec::new(),
+        },
+        sessions: ks,
+    })
+}
+
 /// Runs one strategy on one benchmark file. `progress(done, total)` is called after each question;
 /// `cancel` stops between questions (the report then covers the questions done).
 pub fn run(
@@ -74,6 +130,7 @@ pub fn run(
     progress: &mut dyn FnMut(usize, usize),
     cancel: &AtomicBool,
 ) -> Result<BenchReport, BenchError> {
+    let ks = cut_offs(options.benchmark, options.ks.as_deref())?;
     let mut cases = match options.benchmark {
         Benchmark::LongMemEval => data::longmemeval(&options.data)?,
         Benchmark::Locomo => data::locomo(&options.data)?,
@@ -158,9 +215,9 @@ pub fn run(
         Benchmark::HotpotQa => gold::hotpotqa(&options.data)?,
     };
     let mut scores = match options.benchmark {
-        Benchmark::LongMemEval => score::longmemeval(cases, &rankings, &gold),
-        Benchmark::Locomo => score::locomo(cases, &rankings, &gold),
-        Benchmark::HotpotQa => score::hotpotqa(cases, &rankings, &gold),
+        Benchmark::LongMemEval => score::longmemeval(cases, &rankings, &gold, &ks.sessions),
+        Benchmark::Locomo => score::locomo(cases, &rankings, &gold, &ks),
+        Benchmark::HotpotQa => score::hotpotqa(cases, &rankings, &gold, &ks.sessions),
     };
     let qa_scores = options.qa.as_ref().map(|qa| {
         qa::score(
@@ -272,5 +329,32 @@ fn merge_qa(scores: &mut score::Scores, qa: &qa::QaScores) {
             "judge_failures".into(),
             serde_json::json!(qa.judge_failures.iter().take(20).collect::<Vec<_>>()),
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cut_offs_default_per_benchmark_and_are_checked() {
+        assert_eq!(
+            cut_offs(Benchmark::Locomo, None).unwrap(),
+            CutOffs {
+                units: vec![5, 10, 20],
+                sessions: vec![5, 10]
+            }
+        );
+        let asked = cut_offs(Benchmark::LongMemEval, Some(&[10, 1, 10, 3])).unwrap();
+        assert_eq!(asked.sessions, vec![1, 3, 10]);
+        assert!(asked.units.is_empty());
+        assert_eq!(
+            cut_offs(Benchmark::Locomo, Some(&[7])).unwrap().units,
+            vec![7]
+        );
+        for bad in [&[][..], &[0], &[5, DEPTH + 1]] {
+            let e = cut_offs(Benchmark::HotpotQa, Some(bad)).unwrap_err();
+            assert!(matches!(e, BenchError::InvalidK { .. }), "{e}");
+        }
     }
 }

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use aril_core::tokens;
 use serde_json::{Value, json};
 
+use crate::CutOffs;
 use crate::data::Case;
 use crate::gold::Gold;
 use crate::metrics::*;
@@ -69,8 +70,16 @@ fn groups_json(groups: &BTreeMap<String, BTreeMap<&'static str, Mean>>) -> Value
     Value::Object(out)
 }
 
-/// LongMemEval, session level: `official`, `rankfor` and `mempalace` groups (see docs/benchmarks.md).
-pub fn longmemeval(cases: &[Case], rankings: &[Vec<Unit>], gold: &HashMap<String, Gold>) -> Scores {
+/// LongMemEval, session level: `official`, `rankfor` and `mempalace` groups (see docs/benchmarks.md),
+/// each at the cut-offs `ks`.
+pub fn longmemeval(
+    cases: &[Case],
+    rankings: &[Vec<Unit>],
+    gold: &HashMap<String, Gold>,
+    ks: &[usize],
+) -> Scores {
+    // The study scored its top 10 retrieved sessions; a larger cut-off needs a deeper list.
+    let rankfor_depth = ks.iter().copied().max().unwrap_or(10).max(10);
     let mut all: BTreeMap<&'static str, Mean> = BTreeMap::new();
     let mut by_type: BTreeMap<String, BTreeMap<&'static str, Mean>> = BTreeMap::new();
     let mut missing_gold = 0;
@@ -91,7 +100,7 @@ pub fn longmemeval(cases: &[Case], rankings: &[Vec<Unit>], gold: &HashMap<String
         };
         if !g.abstention && !g.official_sessions.is_empty() {
             let mut v = Vec::new();
-            for k in [5, 10] {
+            for &k in ks {
                 let (any, all_) = official_recall(&ranked, &g.official_sessions, k);
                 v.push((format!("recall_any@{k}"), any));
                 v.push((format!("recall_all@{k}"), all_));
@@ -103,22 +112,22 @@ pub fn longmemeval(cases: &[Case], rankings: &[Vec<Unit>], gold: &HashMap<String
             add("official", v);
         }
         if !g.abstention {
-            let top10: Vec<String> = ranked.iter().take(10).cloned().collect();
+            let top: Vec<String> = ranked.iter().take(rankfor_depth).cloned().collect();
             let mut v = Vec::new();
-            for k in [5, 10] {
+            for &k in ks {
                 v.push((
                     format!("recall@{k}"),
-                    fractional_recall(&top10, &g.answer_sessions, k),
+                    fractional_recall(&top, &g.answer_sessions, k),
                 ));
                 v.push((
                     format!("ndcg@{k}"),
-                    rankfor_ndcg(&top10, &g.answer_sessions, k),
+                    rankfor_ndcg(&top, &g.answer_sessions, k),
                 ));
             }
             add("rankfor", v);
         }
         let mut v = Vec::new();
-        for k in [5, 10] {
+        for &k in ks {
             v.push((
                 format!("recall_any@{k}"),
                 recall_any(&ranked, &g.answer_sessions, k),
@@ -144,8 +153,14 @@ pub fn longmemeval(cases: &[Case], rankings: &[Vec<Unit>], gold: &HashMap<String
     }
 }
 
-/// LoCoMo: evidence recall at k units and at token budgets, session recall, per category.
-pub fn locomo(cases: &[Case], rankings: &[Vec<Unit>], gold: &HashMap<String, Gold>) -> Scores {
+/// LoCoMo: evidence recall at `ks.units` units and at token budgets, session recall at
+/// `ks.sessions`, per category.
+pub fn locomo(
+    cases: &[Case],
+    rankings: &[Vec<Unit>],
+    gold: &HashMap<String, Gold>,
+    ks: &CutOffs,
+) -> Scores {
     let mut headline: BTreeMap<&'static str, Mean> = BTreeMap::new();
     let mut by_cat: BTreeMap<String, BTreeMap<&'static str, Mean>> = BTreeMap::new();
     let (mut unresolvable, mut no_evidence) = (0usize, 0usize);
@@ -163,7 +178,7 @@ pub fn locomo(cases: &[Case], rankings: &[Vec<Unit>], gold: &HashMap<String, Gol
             evidence.iter().filter(|e| covered.contains(**e)).count() as f64 / evidence.len() as f64
         };
         let mut v = Vec::new();
-        for k in [5, 10, 20] {
+        for &k in &ks.units {
             let covered: HashSet<&String> = units.iter().take(k).flat_map(|u| &u.turns).collect();
             v.push((format!("recall@{k}"), recall_of(&covered)));
         }
@@ -192,16 +207,16 @@ pub fn locomo(cases: &[Case], rankings: &[Vec<Unit>], gold: &HashMap<String, Gol
             .into_iter()
             .collect();
         let sessions = session_ranking(units);
-        let s = vec![
-            (
-                "recall@5".to_string(),
-                fractional_recall(&sessions, &gold_sessions, 5),
-            ),
-            (
-                "recall@10".to_string(),
-                fractional_recall(&sessions, &gold_sessions, 10),
-            ),
-        ];
+        let s: Vec<(String, f64)> = ks
+            .sessions
+            .iter()
+            .map(|&k| {
+                (
+                    format!("recall@{k}"),
+                    fractional_recall(&sessions, &gold_sessions, k),
+                )
+            })
+            .collect();
         let cat = by_cat
             .entry(format!("{} {}", g.category, g.group))
             .or_default();
@@ -228,15 +243,20 @@ pub fn locomo(cases: &[Case], rankings: &[Vec<Unit>], gold: &HashMap<String, Gol
     }
 }
 
-/// HotpotQA: supporting-paragraph recall at k.
-pub fn hotpotqa(cases: &[Case], rankings: &[Vec<Unit>], gold: &HashMap<String, Gold>) -> Scores {
+/// HotpotQA: supporting-paragraph recall at the cut-offs `ks`.
+pub fn hotpotqa(
+    cases: &[Case],
+    rankings: &[Vec<Unit>],
+    gold: &HashMap<String, Gold>,
+    ks: &[usize],
+) -> Scores {
     let mut mean = Mean::default();
     for (case, units) in cases.iter().zip(rankings) {
         let Some(g) = gold.get(&case.id) else {
             continue;
         };
         let ranked = session_ranking(units);
-        let v: Vec<(String, f64)> = [2, 5, 10]
+        let v: Vec<(String, f64)> = ks
             .iter()
             .map(|&k| {
                 (
@@ -251,5 +271,79 @@ pub fn hotpotqa(cases: &[Case], rankings: &[Vec<Unit>], gold: &HashMap<String, G
         metrics: json!({ "supporting": mean.json() }),
         by_group: json!({}),
         notes: json!({}),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn case(id: &str) -> Case {
+        Case {
+            id: id.into(),
+            question: "q".into(),
+            question_date: None,
+            haystack_key: id.into(),
+            sessions: Default::default(),
+        }
+    }
+
+    fn unit(session: &str) -> Unit {
+        Unit {
+            session: session.into(),
+            turns: vec![format!("{session}:1")],
+            text: "a few words".into(),
+        }
+    }
+
+    fn gold(answer_sessions: &[&str]) -> Gold {
+        Gold {
+            group: "t".into(),
+            answer_sessions: answer_sessions.iter().map(|s| s.to_string()).collect(),
+            official_sessions: answer_sessions.iter().map(|s| s.to_string()).collect(),
+            abstention: false,
+            evidence: Vec::new(),
+            unresolvable: 0,
+            category: 0,
+            answer: String::new(),
+        }
+    }
+
+    #[test]
+    fn longmemeval_scores_at_the_cut_offs_asked_for_and_rankfor_reads_deep_enough() {
+        // The gold session ranks 15th.
+        let units: Vec<Unit> = (1..=20).map(|i| unit(&format!("s{i}"))).collect();
+        let g: HashMap<String, Gold> = [("q1".to_string(), gold(&["s15"]))].into();
+        let s = longmemeval(&[case("q1")], &[units], &g, &[1, 20]);
+        for group in ["official", "rankfor", "mempalace"] {
+            let m = s.metrics[group].as_object().unwrap();
+            assert!(!m.keys().any(|k| k.ends_with("@5") || k.ends_with("@10")));
+        }
+        assert_eq!(s.metrics["rankfor"]["recall@1"], 0.0);
+        // Rankfor's list is the top 10 unless a cut-off asks for more.
+        assert_eq!(s.metrics["rankfor"]["recall@20"], 1.0);
+        assert_eq!(s.metrics["official"]["recall_any@20"], 1.0);
+        assert_eq!(s.metrics["mempalace"]["recall_any@20"], 1.0);
+    }
+
+    #[test]
+    fn locomo_units_and_sessions_have_cut_offs_of_their_own() {
+        let units: Vec<Unit> = (1..=30).map(|i| unit(&format!("session_{i}"))).collect();
+        let mut g = gold(&[]);
+        g.category = 4;
+        g.evidence = vec!["session_12:1".into()];
+        let gold: HashMap<String, Gold> = [("q1".to_string(), g)].into();
+        let ks = CutOffs {
+            units: vec![10, 20],
+            sessions: vec![5],
+        };
+        let s = locomo(&[case("q1")], &[units], &gold, &ks);
+        assert_eq!(s.metrics["evidence"]["recall@10"], 0.0);
+        assert_eq!(s.metrics["evidence"]["recall@20"], 1.0);
+        let sessions = s.metrics["session"].as_object().unwrap();
+        assert_eq!(
+            sessions.keys().map(String::as_str).collect::<Vec<_>>(),
+            vec!["n", "recall@5"]
+        );
     }
 }

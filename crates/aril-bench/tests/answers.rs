@@ -22,6 +22,7 @@ fn a_real_model_answers_and_judges_and_every_call_is_counted() {
         data: small_file(dir.path(), false),
         strategy: "raw-session-user".into(),
         limit: None,
+        ks: None,
         cache_dir: dir.path().join("cache"),
         model: Arc::new(MiniLm::load(&default_model_dir()).unwrap()),
         engine: aril_engine::Config::default(),

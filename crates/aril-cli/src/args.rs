@@ -199,6 +199,10 @@ pub struct BenchCmd {
     /// Only the first N questions.
     #[arg(long)]
     pub limit: Option<usize>,
+    /// Cut-offs of the @k metrics, comma-separated, 1 to 300 (default: LongMemEval 5,10; LoCoMo
+    /// units 5,10,20 and sessions 5,10; HotpotQA 2,5,10). The token budgets stay 1k, 2k, 4k.
+    #[arg(long, value_delimiter = ',', num_args = 1..)]
+    pub k: Option<Vec<usize>>,
     /// Write the report as JSON here too.
     #[arg(long)]
     pub json: Option<PathBuf>,

@@ -117,6 +117,7 @@ pub fn run(cli: &Cli, cmd: &BenchCmd) -> anyhow::Result<()> {
         data: cmd.data.clone(),
         strategy: cmd.strategy.clone(),
         limit: cmd.limit,
+        ks: cmd.k.clone(),
         cache_dir: cmd.cache_dir.clone().unwrap_or_else(default_cache_dir),
         model,
         models: bench_models(cmd, &config.llm, &bars, cancel.clone())?,
