@@ -101,7 +101,7 @@ fn cut_offs(benchmark: Benchmark, asked: Option<&[usize]>) -> Result<CutOffs, Be
     };
     if asked.is_empty() {
         return Err(BenchError::InvalidK {
-            k: String::new(),
+            k: "(empty)".into(),
             why: "give at least one cut-off, e.g. --k 5,10".into(),
         });
     }
