@@ -40,6 +40,20 @@ pub struct Case {
     pub sessions: std::sync::Arc<Vec<HSession>>,
 }
 
+#[cfg(test)]
+impl Case {
+    /// A case with no haystack, for scoring tests: only its id matters to the scorers.
+    pub(crate) fn empty(id: &str) -> Self {
+        Case {
+            id: id.into(),
+            question: format!("question {id}"),
+            question_date: None,
+            haystack_key: "h".into(),
+            sessions: Default::default(),
+        }
+    }
+}
+
 /// LongMemEval: one case per question, its own haystack.
 pub fn longmemeval(path: &Path) -> Result<Vec<Case>, BenchError> {
     let questions = longmemeval::read(path).map_err(|e| BenchError::data(path, e.to_string()))?;

@@ -278,16 +278,6 @@ pub fn hotpotqa(
 mod tests {
     use super::*;
 
-    fn case(id: &str) -> Case {
-        Case {
-            id: id.into(),
-            question: "q".into(),
-            question_date: None,
-            haystack_key: id.into(),
-            sessions: Default::default(),
-        }
-    }
-
     fn unit(session: &str) -> Unit {
         Unit {
             session: session.into(),
@@ -297,15 +287,12 @@ mod tests {
     }
 
     fn gold(answer_sessions: &[&str]) -> Gold {
+        let sessions: Vec<String> = answer_sessions.iter().map(|s| s.to_string()).collect();
         Gold {
             group: "t".into(),
-            answer_sessions: answer_sessions.iter().map(|s| s.to_string()).collect(),
-            official_sessions: answer_sessions.iter().map(|s| s.to_string()).collect(),
-            abstention: false,
-            evidence: Vec::new(),
-            unresolvable: 0,
-            category: 0,
-            answer: String::new(),
+            answer_sessions: sessions.clone(),
+            official_sessions: sessions,
+            ..Gold::default()
         }
     }
 
@@ -314,7 +301,7 @@ mod tests {
         // The gold session ranks 15th.
         let units: Vec<Unit> = (1..=20).map(|i| unit(&format!("s{i}"))).collect();
         let g: HashMap<String, Gold> = [("q1".to_string(), gold(&["s15"]))].into();
-        let s = longmemeval(&[case("q1")], &[units], &g, &[1, 20]);
+        let s = longmemeval(&[Case::empty("q1")], &[units], &g, &[1, 20]);
         for group in ["official", "rankfor", "mempalace"] {
             let m = s.metrics[group].as_object().unwrap();
             assert!(!m.keys().any(|k| k.ends_with("@5") || k.ends_with("@10")));
@@ -337,7 +324,7 @@ mod tests {
             units: vec![10, 20],
             sessions: vec![5],
         };
-        let s = locomo(&[case("q1")], &[units], &gold, &ks);
+        let s = locomo(&[Case::empty("q1")], &[units], &gold, &ks);
         assert_eq!(s.metrics["evidence"]["recall@10"], 0.0);
         assert_eq!(s.metrics["evidence"]["recall@20"], 1.0);
         let sessions = s.metrics["session"].as_object().unwrap();

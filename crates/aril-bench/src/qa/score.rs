@@ -156,22 +156,9 @@ pub fn score(
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use aril_llm::Scripted;
 
     use super::*;
-    use crate::data::HSession;
-
-    fn case(id: &str) -> Case {
-        Case {
-            id: id.into(),
-            question: format!("question {id}"),
-            question_date: None,
-            haystack_key: "h".into(),
-            sessions: Arc::new(Vec::<HSession>::new()),
-        }
-    }
 
     fn said(text: &str) -> Answer {
         Answer {
@@ -182,7 +169,7 @@ mod tests {
 
     #[test]
     fn adversarial_questions_are_scored_apart_and_not_judged() {
-        let cases = [case("q1"), case("q5")];
+        let cases = [Case::empty("q1"), Case::empty("q5")];
         let gold: HashMap<String, Gold> = [
             ("q1", 2, "temporal", "7 May 2023"),
             ("q5", 5, "adversarial", ""),
@@ -222,7 +209,7 @@ mod tests {
 
     #[test]
     fn a_failed_answer_scores_zero_and_an_unusable_verdict_is_counted_not_guessed() {
-        let cases = [case("a"), case("b")];
+        let cases = [Case::empty("a"), Case::empty("b")];
         let gold: HashMap<String, Gold> = ["a", "b"]
             .into_iter()
             .map(|id| {

@@ -6,8 +6,8 @@
 //! - `seci-hybrid`: the top 2k (the script's k = 10) of the raw-all ranking and of the digest
 //!   ranking fused with RRF (k = 60, ranks from 1), times `1 + 0.3 * min(overlap / |q|, 1)`,
 //!   where `q` is the set of lowercased words of 3+ word characters of the question and `overlap`
-//!   counts those found as substrings of the lowercased raw session text. (The script's temporal boost never fired on
-//!   LongMemEval because of a date-format mismatch, so it is left out.)
+//!   counts those found as substrings of the lowercased raw session text. (The script's temporal
+//!   boost never fired on LongMemEval because of a date-format mismatch, so it is left out.)
 
 use std::collections::{HashMap, HashSet};
 
