@@ -8,8 +8,9 @@ use std::sync::Arc;
 use common::{shared, small_file};
 
 use aril_bench::metrics::{fractional_recall, rankfor_ndcg};
-use aril_bench::strategy::{Embeddings, SessionDocs, Strategy};
+use aril_bench::strategy::{Embeddings, SessionDocs, Strategy, seci_extract};
 use aril_bench::{data, score};
+use aril_core::Role;
 use aril_embed::{MiniLm, default_model_dir};
 
 #[test]
@@ -72,5 +73,52 @@ fn strategies_never_see_gold() {
         let rb = score::session_ranking(&strategy.rank(b, 10).unwrap());
         assert_eq!(ra, rb);
         assert!(!ra.is_empty());
+    }
+}
+
+/// A retrieved session covers the turns whose text it hands the reader, and no others: the budget
+/// views count what a reader gets.
+#[test]
+fn session_units_cover_the_turns_they_show() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = data::longmemeval(&small_file(dir.path(), false)).unwrap();
+    let model = Arc::new(MiniLm::load(&default_model_dir()).unwrap());
+    let open = || Embeddings::open(model.clone(), &dir.path().join("cache.sqlite")).unwrap();
+    let case = &cases[0];
+    let session = |id: &str| case.sessions.iter().find(|s| s.id == id).unwrap();
+    let mut user = SessionDocs::raw_user(open());
+    let mut digest = seci_extract(open());
+    user.index(case).unwrap();
+    digest.index(case).unwrap();
+    let (by_user, by_digest) = (user.rank(case, 10).unwrap(), digest.rank(case, 10).unwrap());
+    assert!(!by_user.is_empty() && !by_digest.is_empty());
+    let mut assistant_turns = 0;
+    for u in &by_user {
+        let s = session(&u.session);
+        let users: Vec<&String> = s
+            .turns
+            .iter()
+            .filter(|t| t.role == Role::User)
+            .map(|t| &t.id)
+            .collect();
+        assistant_turns += s.turns.len() - users.len();
+        assert_eq!(u.turns.iter().collect::<Vec<_>>(), users);
+        for t in s.turns.iter().filter(|t| t.role == Role::User) {
+            assert!(u.text.contains(&t.text));
+        }
+    }
+    assert!(
+        assistant_turns > 0,
+        "the sessions have assistant turns to leave out"
+    );
+    for u in &by_digest {
+        let s = session(&u.session);
+        assert_eq!(u.turns.len(), s.turns.len());
+        for t in &s.turns {
+            assert!(
+                u.text.contains(&t.text),
+                "the digest's unit is the transcript"
+            );
+        }
     }
 }

@@ -5,6 +5,10 @@
 //! - `raw-session-all`: every turn rendered `Role: content` (role capitalised), joined by newlines.
 //! - `raw-session-user`: the user turns' contents joined by newlines; sessions without user text
 //!   are left out.
+//!
+//! A retrieved session is handed to the reader as a [`Unit`] that covers only the turns whose text
+//! it holds (LoCoMo evidence recall and the token budgets count what the reader would get): the
+//! document itself for both raw baselines, so `raw-session-user` covers the user turns only.
 
 use aril_core::{Role, render_line};
 
@@ -33,19 +37,38 @@ pub(crate) fn render_user(session: &HSession) -> String {
         .join("\n")
 }
 
-pub(crate) fn session_unit(session: &HSession, text: String) -> Unit {
+/// The whole session as one unit: its transcript (`render_all`), covering every turn.
+pub(crate) fn transcript_unit(session: &HSession) -> Unit {
     Unit {
         session: session.id.clone(),
         turns: session.turns.iter().map(|t| t.id.clone()).collect(),
-        text,
+        text: render_all(session),
+    }
+}
+
+/// The session's user turns as one unit (`render_user`), covering those turns only.
+fn user_unit(session: &HSession) -> Unit {
+    Unit {
+        session: session.id.clone(),
+        turns: session
+            .turns
+            .iter()
+            .filter(|t| t.role == Role::User)
+            .map(|t| t.id.clone())
+            .collect(),
+        text: render_user(session),
     }
 }
 
 /// A strategy with one document per session, embedded ChromaDB-style (truncated) and ranked by
-/// cosine: `raw-session-all`, `raw-session-user` and `seci-extract` differ only in the document.
+/// cosine: `raw-session-all`, `raw-session-user` and `seci-extract` differ only in the document
+/// and in what a retrieved session hands the reader.
 pub struct SessionDocs {
     name: &'static str,
-    render: fn(&HSession) -> String,
+    /// The text embedded for a session (empty: the session is left out).
+    document: fn(&HSession) -> String,
+    /// What a retrieved session hands the reader.
+    unit: fn(&HSession) -> Unit,
     embeddings: Embeddings,
     /// The current haystack: (session id, vector), and each session's unit.
     docs: Vec<(String, Vec<f32>)>,
@@ -55,12 +78,14 @@ pub struct SessionDocs {
 impl SessionDocs {
     pub fn new(
         name: &'static str,
-        render: fn(&HSession) -> String,
+        document: fn(&HSession) -> String,
+        unit: fn(&HSession) -> Unit,
         embeddings: Embeddings,
     ) -> Self {
         Self {
             name,
-            render,
+            document,
+            unit,
             embeddings,
             docs: Vec::new(),
             units: Vec::new(),
@@ -69,12 +94,12 @@ impl SessionDocs {
 
     /// `raw-session-all`.
     pub fn raw_all(embeddings: Embeddings) -> Self {
-        Self::new("raw-session-all", render_all, embeddings)
+        Self::new("raw-session-all", render_all, transcript_unit, embeddings)
     }
 
     /// `raw-session-user`.
     pub fn raw_user(embeddings: Embeddings) -> Self {
-        Self::new("raw-session-user", render_user, embeddings)
+        Self::new("raw-session-user", render_user, user_unit, embeddings)
     }
 }
 
@@ -99,13 +124,14 @@ impl Strategy for SessionDocs {
 
     fn index(&mut self, case: &Case) -> Result<(), BenchError> {
         // Sessions whose document is empty (no user text for raw-session-user) are left out.
-        self.units = case
+        let (texts, units): (Vec<String>, Vec<Unit>) = case
             .sessions
             .iter()
-            .map(|s| session_unit(s, (self.render)(s)))
-            .filter(|u| !u.text.is_empty())
-            .collect();
-        let texts: Vec<String> = self.units.iter().map(|u| u.text.clone()).collect();
+            .map(|s| ((self.document)(s), s))
+            .filter(|(doc, _)| !doc.is_empty())
+            .map(|(doc, s)| (doc, (self.unit)(s)))
+            .unzip();
+        self.units = units;
         let vectors = self.embeddings.truncated(&texts)?;
         self.docs = self
             .units
