@@ -61,6 +61,10 @@ pub struct RecallConfig {
     /// lists searched again for the question without the name, restricted to the turns of the
     /// one speaker a question names; `crate::focus`). 0 turns speaker focus off.
     pub w_focus: f32,
+    /// Fusion weight of each of the three date-focus lists (the dense, BM25 and window turn
+    /// lists searched again for the question without the date, restricted to the turns said in
+    /// the one day, month or year a question names; `crate::dated`). 0 turns date focus off.
+    pub w_dated: f32,
     /// How much deeper than `candidates` the focus lists are searched before they keep the named
     /// speaker's turns, so each still holds about `candidates` turns.
     pub focus_depth: usize,
@@ -120,6 +124,7 @@ impl Default for RecallConfig {
             w_lexical_segments: 0.0,
             w_lexical_windows: 2.0,
             w_focus: 2.0,
+            w_dated: 2.0,
             focus_depth: 4,
             default_k: 10,
             segments: SegmentUse::RankTurns,

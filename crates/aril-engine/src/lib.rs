@@ -14,6 +14,7 @@ mod card_index;
 mod card_memory;
 mod config;
 mod consolidate;
+mod dated;
 mod embedding;
 mod error;
 mod focus;

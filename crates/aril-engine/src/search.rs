@@ -1,15 +1,16 @@
 //! The LLM-free read path: the question is embedded once, then ranked lists are taken inside the
 //! scope (cosine over turn chunks, BM25 over turns, cosine over segment chunks, BM25 over each
 //! turn's lexical window, BM25 over segments when weighted) and fused with RRF; a question naming
-//! one of the scope's speakers adds three more ([`crate::focus`]). By default a segment's rank is
+//! one of the scope's speakers adds three more ([`crate::focus`]), and one naming a day, month or
+//! year three more ([`crate::dated`]). By default a segment's rank is
 //! credited to each of its turns (`SegmentUse::RankTurns`): the segment's context lifts the turns
 //! it holds, and only turns are shown. The fused units are packed into `k` and an optional token
 //! budget; no turn is shown twice (a segment shown as a unit shows only the turns a better-ranked
 //! unit has not).
 //!
 //! Cost per query: one embedding (no cache write), two passes over the user's chunk vectors,
-//! two or three tantivy queries, a few store reads; a focused question adds one embedding, one
-//! pass and two tantivy queries.
+//! two or three tantivy queries, a few store reads; each focus (speaker, date) adds one
+//! embedding, one pass and two tantivy queries.
 
 use std::collections::HashMap;
 
@@ -71,7 +72,7 @@ pub struct SearchResponse {
 /// Turns read from the store, by id.
 type TurnsById = HashMap<TurnId, Turn>;
 
-/// The speaker-focus turn lists of a question (empty when it names no one speaker).
+/// The turn lists of a focus, speaker or date (empty when the question names none).
 #[derive(Default)]
 struct FocusLists {
     dense: Vec<Hit>,
@@ -204,6 +205,11 @@ impl Engine {
         } else {
             FocusLists::default()
         };
+        let dated = if r.w_dated > 0.0 {
+            self.date_focus(filter, query, &mut read)?
+        } else {
+            FocusLists::default()
+        };
         let ranked = |hits: &[Hit]| -> Vec<Ranked> {
             hits.iter()
                 .take(c)
@@ -228,6 +234,9 @@ impl Engine {
                 (&ranked(&focus.dense), r.w_focus),
                 (&ranked(&focus.lexical), r.w_focus),
                 (&ranked(&focus.windows), r.w_focus),
+                (&ranked(&dated.dense), r.w_dated),
+                (&ranked(&dated.lexical), r.w_dated),
+                (&ranked(&dated.windows), r.w_dated),
             ],
             r.rrf_k,
         );
@@ -272,24 +281,54 @@ impl Engine {
             return Ok(FocusLists::default());
         };
         let asked = crate::focus::without_name(query, &name);
+        self.restricted_lists(filter, &asked, read, |t| {
+            t.turn.speaker.as_deref() == Some(name.as_str())
+        })
+    }
+
+    /// Date focus ([`crate::dated`]): when the question names one day, month or year, the dense,
+    /// BM25 and window turn lists searched again for the question without the date
+    /// (`focus_depth` times deeper), each keeping the turns said in that period.
+    fn date_focus(
+        &mut self,
+        filter: &ScopeFilter,
+        query: &str,
+        read: &mut TurnsById,
+    ) -> Result<FocusLists, EngineError> {
+        let Some(dated) = crate::dated::dated_question(query) else {
+            return Ok(FocusLists::default());
+        };
+        self.restricted_lists(filter, &dated.asked, read, |t| {
+            t.turn
+                .event_time
+                .is_some_and(|when| dated.period.contains(when))
+        })
+    }
+
+    /// The dense, BM25 and window turn lists for `asked`, searched `focus_depth` times deeper
+    /// than `candidates`, each keeping the turns `keep` admits. The turns read go into `read`.
+    fn restricted_lists(
+        &mut self,
+        filter: &ScopeFilter,
+        asked: &str,
+        read: &mut TurnsById,
+        keep: impl Fn(&Turn) -> bool,
+    ) -> Result<FocusLists, EngineError> {
         let depth = self.config.recall.candidates * self.config.recall.focus_depth.max(1);
-        let qv = self.embed_query(&asked)?;
+        let qv = self.embed_query(asked)?;
         let dense = self.dense_hits(filter, &qv, depth, UnitKind::Turn)?;
-        let lexical = self.lexical_hits(filter, &asked, depth, UnitKind::Turn)?;
-        let windows = self.window_hits(filter, &asked, depth)?;
+        let lexical = self.lexical_hits(filter, asked, depth, UnitKind::Turn)?;
+        let windows = self.window_hits(filter, asked, depth)?;
         self.read_hit_turns(&[&dense, &lexical, &windows], read)?;
-        let theirs = |hits: Vec<Hit>| -> Vec<Hit> {
+        let kept = |hits: Vec<Hit>| -> Vec<Hit> {
             hits.into_iter()
-                .filter(|h| {
-                    read.get(&TurnId(h.id.clone()))
-                        .is_some_and(|t| t.turn.speaker.as_deref() == Some(name.as_str()))
-                })
+                .filter(|h| read.get(&TurnId(h.id.clone())).is_some_and(&keep))
                 .collect()
         };
         Ok(FocusLists {
-            dense: theirs(dense),
-            lexical: theirs(lexical),
-            windows: theirs(windows),
+            dense: kept(dense),
+            lexical: kept(lexical),
+            windows: kept(windows),
         })
     }
 

@@ -28,6 +28,7 @@ aril_store::conformance!(
     invalid_input_changes_nothing,
     a_question_naming_a_speaker_prefers_what_that_speaker_said,
     the_focus_lists_rank_the_speakers_turns_by_what_they_say_not_by_their_name,
+    a_question_naming_a_month_votes_for_what_was_said_that_month,
     an_update_is_a_new_version_that_recall_prefers_and_history_keeps,
     deleting_a_memory_removes_every_version_and_rebuilds_what_held_it,
     a_short_reply_is_found_by_its_window_and_a_deleted_turn_leaves_its_neighbours_windows,
@@ -235,6 +236,53 @@ fn the_focus_lists_rank_the_speakers_turns_by_what_they_say_not_by_their_name(pl
         .map(|h| h.text.as_str())
         .collect();
     assert!(voted.iter().all(|t| t.starts_with("Melanie:")), "{voted:?}");
+}
+
+fn a_question_naming_a_month_votes_for_what_was_said_that_month(place: &Place) {
+    // The same activity said in March and in May; only the May one was said in the month asked.
+    let at = |month: u32, n: u32, text: &str| NewTurn {
+        event_time: Some(Utc.with_ymd_and_hms(2023, month, 10, 9, n, 0).unwrap()),
+        role: Role::User,
+        ..turn("u", if month == 3 { "s1" } else { "s2" }, n, text)
+    };
+    let turns = vec![
+        at(3, 0, "I painted a sunset over the lake with my kids."),
+        at(3, 1, "The weather was awful all week."),
+        at(5, 2, "We painted a sunrise on the beach together."),
+        at(5, 3, "I bought new running shoes."),
+    ];
+    // Only the date lists vote, so the order and the votes are theirs alone.
+    let mut config = Config::default();
+    let r = &mut config.recall;
+    (r.w_dense_turns, r.w_lexical_turns, r.w_dense_segments) = (0.0, 0.0, 0.0);
+    (r.w_lexical_segments, r.w_lexical_windows, r.w_focus) = (0.0, 0.0, 0.0);
+    r.w_dated = 1.0;
+    let mut engine = place.open_with(config);
+    ingest(&mut engine, turns, true);
+    let found = search(&mut engine, "u", "What did they paint in May 2023?", 4);
+    let voted: Vec<&str> = found
+        .results
+        .iter()
+        .filter(|h| h.score > 0.0)
+        .map(|h| h.text.as_str())
+        .collect();
+    assert!(
+        voted[0].ends_with("We painted a sunrise on the beach together."),
+        "{voted:?}"
+    );
+    assert!(
+        voted
+            .iter()
+            .all(|t| t.contains("sunrise") || t.contains("shoes")),
+        "{voted:?}"
+    );
+    // A question naming no period gets no date lists: nothing votes.
+    let plain = search(&mut engine, "u", "What did they paint?", 4);
+    assert!(
+        plain.results.iter().all(|h| h.score == 0.0),
+        "{:?}",
+        plain.results
+    );
 }
 
 fn budget_bounds_the_context(place: &Place) {
