@@ -5,7 +5,7 @@ conversation and budget, and the categories where `aril` is below `verbatim-chun
     scripts/conversation-table.py DIR"""
 import json, pathlib, statistics, sys
 
-VARIANTS = ["aril", "no-focus", "no-windows", "rrf-k60", "verbatim-chunks"]
+VARIANTS = ["aril", "no-focus", "no-dates", "no-windows", "rrf-k60", "verbatim-chunks"]
 BUDGETS = ["1k", "2k", "4k"]
 
 root = pathlib.Path(sys.argv[1])
@@ -31,7 +31,7 @@ for b in BUDGETS:
     per = [recall(reports[c]["aril"], b) for c in convs]
     if len(per) > 1:
         out.append(f"| `aril` spread | | min {100 * min(per):.1f}, max {100 * max(per):.1f}, "
-                   f"sd {100 * statistics.stdev(per):.1f} | | | | |")
+                   f"sd {100 * statistics.stdev(per):.1f} |" + " |" * (len(VARIANTS) - 1))
     out.append("")
 out += ["### Where `aril` is below `verbatim-chunks` (categories 1-4)", "",
         "| conversation | category | budget | questions | aril | verbatim-chunks |", "|---|---|---|---|---|---|"]
