@@ -149,6 +149,27 @@ fn said(n: u32, speaker: &str, text: &str) -> NewTurn {
     }
 }
 
+/// A configuration where every recall list is off but those `on` weights.
+fn only_lists(on: impl FnOnce(&mut aril_engine::RecallConfig)) -> Config {
+    let mut config = Config::default();
+    let r = &mut config.recall;
+    (r.w_dense_turns, r.w_lexical_turns, r.w_dense_segments) = (0.0, 0.0, 0.0);
+    (r.w_lexical_segments, r.w_lexical_windows) = (0.0, 0.0);
+    (r.w_focus, r.w_dated) = (0.0, 0.0);
+    on(r);
+    config
+}
+
+/// The texts of the results some list voted for (fused score above 0), best first.
+fn voted(found: &aril_engine::SearchResponse) -> Vec<&str> {
+    found
+        .results
+        .iter()
+        .filter(|h| h.score > 0.0)
+        .map(|h| h.text.as_str())
+        .collect()
+}
+
 fn a_question_naming_a_speaker_prefers_what_that_speaker_said(place: &Place) {
     // Caroline's question echoes the words of the question asked later; Melanie's answer holds
     // what is asked.
@@ -216,11 +237,7 @@ fn the_focus_lists_rank_the_speakers_turns_by_what_they_say_not_by_their_name(pl
         ),
     ];
     // Only the focus lists vote, so the order is theirs alone.
-    let mut config = Config::default();
-    let r = &mut config.recall;
-    (r.w_dense_turns, r.w_lexical_turns, r.w_dense_segments) = (0.0, 0.0, 0.0);
-    (r.w_lexical_segments, r.w_lexical_windows, r.w_focus) = (0.0, 0.0, 1.0);
-    let mut engine = place.open_with(config);
+    let mut engine = place.open_with(only_lists(|r| r.w_focus = 1.0));
     ingest(&mut engine, turns, true);
     let found = search(&mut engine, "u", "What is Melanie allergic to?", 4);
     let texts: Vec<&str> = found.results.iter().map(|h| h.text.as_str()).collect();
@@ -229,12 +246,7 @@ fn the_focus_lists_rank_the_speakers_turns_by_what_they_say_not_by_their_name(pl
         "{texts:?}"
     );
     // The focus lists hold the named speaker's turns only: Caroline's voted nowhere.
-    let voted: Vec<&str> = found
-        .results
-        .iter()
-        .filter(|h| h.score > 0.0)
-        .map(|h| h.text.as_str())
-        .collect();
+    let voted = voted(&found);
     assert!(voted.iter().all(|t| t.starts_with("Melanie:")), "{voted:?}");
 }
 
@@ -252,20 +264,10 @@ fn a_question_naming_a_month_votes_for_what_was_said_that_month(place: &Place) {
         at(5, 3, "I bought new running shoes."),
     ];
     // Only the date lists vote, so the order and the votes are theirs alone.
-    let mut config = Config::default();
-    let r = &mut config.recall;
-    (r.w_dense_turns, r.w_lexical_turns, r.w_dense_segments) = (0.0, 0.0, 0.0);
-    (r.w_lexical_segments, r.w_lexical_windows, r.w_focus) = (0.0, 0.0, 0.0);
-    r.w_dated = 1.0;
-    let mut engine = place.open_with(config);
+    let mut engine = place.open_with(only_lists(|r| r.w_dated = 1.0));
     ingest(&mut engine, turns, true);
     let found = search(&mut engine, "u", "What did they paint in May 2023?", 4);
-    let voted: Vec<&str> = found
-        .results
-        .iter()
-        .filter(|h| h.score > 0.0)
-        .map(|h| h.text.as_str())
-        .collect();
+    let voted = voted(&found);
     assert!(
         voted[0].ends_with("We painted a sunrise on the beach together."),
         "{voted:?}"
