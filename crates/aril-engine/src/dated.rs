@@ -18,6 +18,14 @@ pub(crate) struct Period {
 }
 
 impl Period {
+    /// From the start of day `first` to the start of day `end` (not included).
+    fn between(first: NaiveDate, end: NaiveDate) -> Self {
+        Self {
+            from: midnight(first),
+            to: midnight(end),
+        }
+    }
+
     pub(crate) fn contains(&self, t: DateTime<Utc>) -> bool {
         self.from <= t && t < self.to
     }
@@ -94,7 +102,7 @@ fn year(word: &str) -> Option<i32> {
 }
 
 fn midnight(date: NaiveDate) -> DateTime<Utc> {
-    date.and_hms_opt(0, 0, 0).unwrap_or_default().and_utc()
+    date.and_time(chrono::NaiveTime::MIN).and_utc()
 }
 
 /// The day or month a run of words starting at `i` names, with the number of words; the period
@@ -103,10 +111,7 @@ fn period_at(words: &[&str], i: usize) -> Option<(Option<Period>, usize)> {
     let at = |j: usize| words.get(j).copied();
     let day_period = |y: i32, m: u32, d: u32| -> Option<Period> {
         let start = NaiveDate::from_ymd_opt(y, m, d)?;
-        Some(Period {
-            from: midnight(start),
-            to: midnight(start.succ_opt()?),
-        })
+        Some(Period::between(start, start.succ_opt()?))
     };
     // 7 July, 2023
     if let (Some(d), Some(m), Some(y)) = (
@@ -125,11 +130,10 @@ fn period_at(words: &[&str], i: usize) -> Option<(Option<Period>, usize)> {
     let y = at(i + 1).and_then(year)?;
     let month_period = || -> Option<Period> {
         let start = NaiveDate::from_ymd_opt(y, m, 1)?;
-        let end = start.checked_add_months(chrono::Months::new(1))?;
-        Some(Period {
-            from: midnight(start),
-            to: midnight(end),
-        })
+        Some(Period::between(
+            start,
+            start.checked_add_months(chrono::Months::new(1))?,
+        ))
     };
     Some((month_period(), 2))
 }
@@ -149,9 +153,9 @@ pub(crate) fn dated_question(question: &str) -> Option<DatedQuestion> {
         // in 2022, during 2022: a year alone counts only after these words.
         let after_in = i > 0 && matches!(bare(words[i - 1]).as_str(), "in" | "during");
         if let (true, Some(y)) = (after_in, year(words[i])) {
-            let from = midnight(NaiveDate::from_ymd_opt(y, 1, 1)?);
-            let to = midnight(NaiveDate::from_ymd_opt(y + 1, 1, 1)?);
-            found.push((i, 1, Period { from, to }));
+            let first = NaiveDate::from_ymd_opt(y, 1, 1)?;
+            let end = NaiveDate::from_ymd_opt(y + 1, 1, 1)?;
+            found.push((i, 1, Period::between(first, end)));
         }
         i += 1;
     }
