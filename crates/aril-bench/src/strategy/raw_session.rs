@@ -37,17 +37,17 @@ pub(crate) fn render_user(session: &HSession) -> String {
         .join("\n")
 }
 
-/// The whole session as one unit: its transcript (`render_all`), covering every turn.
-pub(crate) fn transcript_unit(session: &HSession) -> Unit {
+/// The session as one unit covering every turn, with `text` (its transcript, `render_all`).
+pub(crate) fn whole_session_unit(session: &HSession, text: String) -> Unit {
     Unit {
         session: session.id.clone(),
         turns: session.turns.iter().map(|t| t.id.clone()).collect(),
-        text: render_all(session),
+        text,
     }
 }
 
-/// The session's user turns as one unit (`render_user`), covering those turns only.
-fn user_unit(session: &HSession) -> Unit {
+/// The session's user turns as one unit with `text` (`render_user`), covering those turns only.
+fn user_turns_unit(session: &HSession, text: String) -> Unit {
     Unit {
         session: session.id.clone(),
         turns: session
@@ -56,7 +56,7 @@ fn user_unit(session: &HSession) -> Unit {
             .filter(|t| t.role == Role::User)
             .map(|t| t.id.clone())
             .collect(),
-        text: render_user(session),
+        text,
     }
 }
 
@@ -67,8 +67,8 @@ pub struct SessionDocs {
     name: &'static str,
     /// The text embedded for a session (empty: the session is left out).
     document: fn(&HSession) -> String,
-    /// What a retrieved session hands the reader.
-    unit: fn(&HSession) -> Unit,
+    /// What a retrieved session hands the reader, given its document.
+    unit: fn(&HSession, String) -> Unit,
     embeddings: Embeddings,
     /// The current haystack: (session id, vector), and each session's unit.
     docs: Vec<(String, Vec<f32>)>,
@@ -79,7 +79,7 @@ impl SessionDocs {
     pub fn new(
         name: &'static str,
         document: fn(&HSession) -> String,
-        unit: fn(&HSession) -> Unit,
+        unit: fn(&HSession, String) -> Unit,
         embeddings: Embeddings,
     ) -> Self {
         Self {
@@ -94,12 +94,17 @@ impl SessionDocs {
 
     /// `raw-session-all`.
     pub fn raw_all(embeddings: Embeddings) -> Self {
-        Self::new("raw-session-all", render_all, transcript_unit, embeddings)
+        Self::new(
+            "raw-session-all",
+            render_all,
+            whole_session_unit,
+            embeddings,
+        )
     }
 
     /// `raw-session-user`.
     pub fn raw_user(embeddings: Embeddings) -> Self {
-        Self::new("raw-session-user", render_user, user_unit, embeddings)
+        Self::new("raw-session-user", render_user, user_turns_unit, embeddings)
     }
 }
 
@@ -129,7 +134,7 @@ impl Strategy for SessionDocs {
             .iter()
             .map(|s| ((self.document)(s), s))
             .filter(|(doc, _)| !doc.is_empty())
-            .map(|(doc, s)| (doc, (self.unit)(s)))
+            .map(|(doc, s)| (doc.clone(), (self.unit)(s, doc)))
             .unzip();
         self.units = units;
         let vectors = self.embeddings.truncated(&texts)?;

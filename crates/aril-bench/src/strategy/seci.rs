@@ -13,13 +13,18 @@ use std::collections::{HashMap, HashSet};
 
 use aril_core::Role;
 
-use super::raw_session::{SessionDocs, render_all, transcript_unit};
+use super::raw_session::{SessionDocs, render_all, whole_session_unit};
 use super::{Embeddings, Strategy, Unit, rank_by_cosine};
 
 /// `seci-extract`: the digest of each session as its document. The digest is the session's key,
 /// not what the reader gets: a retrieved session hands over its transcript.
 pub fn seci_extract(embeddings: Embeddings) -> SessionDocs {
-    SessionDocs::new("seci-extract", digest, transcript_unit, embeddings)
+    SessionDocs::new(
+        "seci-extract",
+        digest,
+        |session, _digest| whole_session_unit(session, render_all(session)),
+        embeddings,
+    )
 }
 use crate::BenchError;
 use crate::data::{Case, HSession};
@@ -146,7 +151,12 @@ impl Strategy for SeciHybrid {
             .cloned()
             .zip(raw_texts.iter().map(|t| t.to_lowercase()))
             .collect();
-        self.units = case.sessions.iter().map(transcript_unit).collect();
+        self.units = case
+            .sessions
+            .iter()
+            .zip(raw_texts)
+            .map(|(s, t)| whole_session_unit(s, t))
+            .collect();
         Ok(())
     }
 
