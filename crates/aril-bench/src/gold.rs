@@ -7,6 +7,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use crate::BenchError;
+use crate::data::Case;
 
 /// What is known to be right for one case.
 #[derive(Debug, Clone, Default)]
@@ -177,6 +178,113 @@ pub fn locomo(path: &Path) -> Result<HashMap<String, Gold>, BenchError> {
     Ok(out)
 }
 
+/// Corrected LoCoMo evidence from an audit of its answer key, for a second evidence-recall view
+/// beside the official one (the headline stays on the official evidence).
+///
+/// The format is that of `errors.json` in the public LoCoMo audit (dial481/locomo-audit, CC
+/// BY-NC 4.0; shipped here as `shared/data/locomo/locomo_audit_errors.json`): a list of entries
+/// with `question_id` (`locomo_<conversation>_qa<index>`, the index 0-based in the
+/// conversation's `qa` list), `question` and `correct_evidence`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EvidenceAudit {
+    /// Corrected evidence by case id, resolved like the official evidence; empty when none of
+    /// the entry's ids names a turn of the conversation.
+    pub evidence: HashMap<String, Vec<String>>,
+    /// Entries in the audit file.
+    pub entries: usize,
+    /// Entries whose question is not in the cases scored (another conversation, or cut by
+    /// `--limit`), or that match more than one.
+    pub unmatched: usize,
+    /// Corrected evidence ids that name no turn.
+    pub unresolvable: usize,
+}
+
+/// The entries of an audit file, read before any question is ranked (a malformed file fails the
+/// run at once) and matched to the cases only when scoring.
+#[derive(Debug, Clone)]
+pub struct LocomoAudit {
+    entries: Vec<AuditEntry>,
+}
+
+#[derive(Debug, Clone)]
+struct AuditEntry {
+    /// The 0-based position in its conversation's `qa` list.
+    index: usize,
+    question: String,
+    correct_evidence: Vec<String>,
+}
+
+impl LocomoAudit {
+    /// Reads an audit file of the format above.
+    pub fn read(path: &Path) -> Result<Self, BenchError> {
+        #[derive(Deserialize)]
+        struct Entry {
+            question_id: String,
+            question: String,
+            correct_evidence: Vec<String>,
+        }
+        let raw: Vec<Entry> = read(path)?;
+        let mut entries = Vec::with_capacity(raw.len());
+        for e in raw {
+            let index = e
+                .question_id
+                .rsplit_once("_qa")
+                .and_then(|(_, i)| i.parse::<usize>().ok())
+                .ok_or_else(|| {
+                    BenchError::data(
+                        path,
+                        format!(
+                            "question_id {:?} is not of the form locomo_<conversation>_qa<index>",
+                            e.question_id
+                        ),
+                    )
+                })?;
+            entries.push(AuditEntry {
+                index,
+                question: e.question,
+                correct_evidence: e.correct_evidence,
+            });
+        }
+        Ok(LocomoAudit { entries })
+    }
+
+    /// Matches each entry to the case at the entry's `qa` index whose question is the entry's,
+    /// word for word, and resolves its evidence against that conversation's turns. The
+    /// conversation number of the entry's id is not used: it counts the full ten-conversation
+    /// file, and a file of the official format may hold any of them in any order.
+    pub fn resolve(&self, cases: &[Case]) -> EvidenceAudit {
+        let mut audit = EvidenceAudit {
+            entries: self.entries.len(),
+            ..EvidenceAudit::default()
+        };
+        for e in &self.entries {
+            let suffix = format!("#{}", e.index);
+            let mut hits = cases
+                .iter()
+                .filter(|c| c.id.ends_with(&suffix) && c.question.trim() == e.question.trim());
+            let (Some(case), None) = (hits.next(), hits.next()) else {
+                audit.unmatched += 1;
+                continue;
+            };
+            let turns: HashSet<String> = case
+                .sessions
+                .iter()
+                .flat_map(|s| s.turns.iter().map(|t| t.id.clone()))
+                .collect();
+            let mut evidence = Vec::new();
+            for raw in e.correct_evidence.iter().flat_map(|x| x.split(';')) {
+                match resolve_evidence(raw, &turns) {
+                    Some(id) if !evidence.contains(&id) => evidence.push(id),
+                    Some(_) => {}
+                    None => audit.unresolvable += 1,
+                }
+            }
+            audit.evidence.insert(case.id.clone(), evidence);
+        }
+        audit
+    }
+}
+
 /// HotpotQA gold: supporting paragraph ids by question id.
 pub fn hotpotqa(path: &Path) -> Result<HashMap<String, Gold>, BenchError> {
     #[derive(Deserialize)]
@@ -232,6 +340,92 @@ pub fn hotpotqa(path: &Path) -> Result<HashMap<String, Gold>, BenchError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::data::{HSession, HTurn};
+
+    /// A LoCoMo case `conv#index` asking `question`, its conversation holding `turns`.
+    fn case(conv: &str, index: usize, question: &str, turns: &[&str]) -> Case {
+        let turns = turns
+            .iter()
+            .map(|id| HTurn {
+                id: id.to_string(),
+                role: aril_core::Role::User,
+                speaker: None,
+                text: String::new(),
+            })
+            .collect();
+        Case {
+            id: format!("{conv}#{index}"),
+            question: question.into(),
+            question_date: None,
+            haystack_key: conv.into(),
+            sessions: std::sync::Arc::new(vec![HSession {
+                id: "session_1".into(),
+                date: None,
+                turns,
+            }]),
+        }
+    }
+
+    fn audit_file(dir: &Path, entries: serde_json::Value) -> std::path::PathBuf {
+        let path = dir.join("audit.json");
+        std::fs::write(&path, entries.to_string()).unwrap();
+        path
+    }
+
+    #[test]
+    fn audit_entries_match_by_position_and_question_whatever_the_conversation_number() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = audit_file(
+            dir.path(),
+            serde_json::json!([
+                // conversation 7 of the full file is the first one here: the number is not used
+                {"question_id": "locomo_7_qa1", "question": "Where did Ann go?",
+                 "correct_evidence": ["D1:2", "D:1:3", "D9:9"], "error_type": "WRONG_CITATION"},
+                // the same position in the other conversation asks something else
+                {"question_id": "locomo_0_qa0", "question": "Not asked anywhere?",
+                 "correct_evidence": ["D1:1"]},
+            ]),
+        );
+        let cases = [
+            case("a", 0, "When did Ann leave?", &["D1:1", "D1:2", "D1:3"]),
+            case("a", 1, "Where did Ann go?", &["D1:1", "D1:2", "D1:3"]),
+            case("b", 1, "Who is Ben?", &["D1:1"]),
+        ];
+        let audit = LocomoAudit::read(&path).unwrap().resolve(&cases);
+        assert_eq!(audit.entries, 2);
+        assert_eq!(audit.unmatched, 1);
+        // `D:1:3` is resolved as the official evidence is; `D9:9` names no turn.
+        assert_eq!(
+            audit.evidence,
+            [(
+                "a#1".to_string(),
+                vec!["D1:2".to_string(), "D1:3".to_string()]
+            )]
+            .into()
+        );
+        assert_eq!(audit.unresolvable, 1);
+    }
+
+    #[test]
+    fn a_malformed_audit_file_is_refused_with_its_path_and_the_entry() {
+        let dir = tempfile::tempdir().unwrap();
+        let bad_id = audit_file(
+            dir.path(),
+            serde_json::json!([{"question_id": "q12", "question": "?", "correct_evidence": []}]),
+        );
+        let e = LocomoAudit::read(&bad_id).unwrap_err().to_string();
+        assert!(e.contains("audit.json") && e.contains("\"q12\""), "{e}");
+        let missing_field = audit_file(
+            dir.path(),
+            serde_json::json!([{"question_id": "locomo_0_qa1", "question": "?"}]),
+        );
+        let e = LocomoAudit::read(&missing_field).unwrap_err().to_string();
+        assert!(e.contains("correct_evidence"), "{e}");
+        let e = LocomoAudit::read(&dir.path().join("none.json"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("none.json"), "{e}");
+    }
 
     #[test]
     fn malformed_locomo_evidence_is_resolved_when_unambiguous() {

@@ -35,6 +35,8 @@ pub enum BenchError {
         benchmark: String,
         why: String,
     },
+    #[error("--audit corrects LoCoMo's evidence; {0} has no audit (leave the flag out)")]
+    AuditNotLocomo(String),
     #[error("--k {k}: {why}")]
     InvalidK { k: String, why: String },
     #[error(transparent)]
@@ -49,18 +51,16 @@ pub enum BenchError {
         "interrupted while writing cards; the cards written so far are kept: run the same command again to go on"
     )]
     Interrupted,
-    #[error("{what}: {source}")]
-    Io {
-        what: String,
-        source: std::io::Error,
-    },
+    /// The cause is in the message and not a `source`, so a printed chain names it once.
+    #[error("{what}: {cause}")]
+    Io { what: String, cause: std::io::Error },
 }
 
 /// Reads a whole file, naming it in the error.
 pub(crate) fn read_text(path: &std::path::Path) -> Result<String, BenchError> {
     std::fs::read_to_string(path).map_err(|e| BenchError::Io {
         what: format!("reading {}", path.display()),
-        source: e,
+        cause: e,
     })
 }
 

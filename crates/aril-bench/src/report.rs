@@ -176,6 +176,12 @@ impl BenchReport {
                 rows(v, "    ", &mut out);
             }
         }
+        if let Some(a) = self.notes.get("audit") {
+            out.push_str(&format!(
+                "  audit: {} of its {} entries are questions scored here, {} of them with other evidence\n",
+                a["matched"], a["entries"], a["evidence_changed"]
+            ));
+        }
         let c = &self.cost;
         out.push_str(&format!(
             "  cost: embedded {} texts, ingest {:.1} s, query p50 {:.1} ms / p99 {:.1} ms, \

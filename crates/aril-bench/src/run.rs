@@ -76,6 +76,9 @@ pub struct BenchOptions {
     pub models: strategy::BenchModels,
     /// Answer each question (and judge the answers) when set.
     pub qa: Option<qa::QaOptions>,
+    /// LoCoMo only: an audit of its answer key ([`gold::LocomoAudit`]); adds the
+    /// `evidence_audited` group, scored against the audit's corrected evidence.
+    pub audit: Option<PathBuf>,
 }
 
 /// Units each strategy returns per question: enough for 10 distinct sessions and to fill the
@@ -131,6 +134,14 @@ pub fn run(
     cancel: &AtomicBool,
 ) -> Result<BenchReport, BenchError> {
     let ks = cut_offs(options.benchmark, options.ks.as_deref())?;
+    // Checked before the long part; held for the scorer, never shown to the strategy.
+    let audit = match (&options.audit, options.benchmark) {
+        (None, _) => None,
+        (Some(path), Benchmark::Locomo) => Some(gold::LocomoAudit::read(path)?),
+        (Some(_), other) => {
+            return Err(BenchError::AuditNotLocomo(other.name().to_string()));
+        }
+    };
     let mut cases = match options.benchmark {
         Benchmark::LongMemEval => data::longmemeval(&options.data)?,
         Benchmark::Locomo => data::locomo(&options.data)?,
@@ -141,7 +152,7 @@ pub fn run(
     }
     let file_bytes = std::fs::read(&options.data).map_err(|e| BenchError::Io {
         what: format!("reading {}", options.data.display()),
-        source: e,
+        cause: e,
     })?;
     let data_hash = &aril_core::content_hash(&[&String::from_utf8_lossy(&file_bytes)])[..16];
     drop(file_bytes);
@@ -216,7 +227,10 @@ pub fn run(
     };
     let mut scores = match options.benchmark {
         Benchmark::LongMemEval => score::longmemeval(cases, &rankings, &gold, &ks.sessions),
-        Benchmark::Locomo => score::locomo(cases, &rankings, &gold, &ks),
+        Benchmark::Locomo => {
+            let audit = audit.map(|a| a.resolve(cases));
+            score::locomo(cases, &rankings, &gold, &ks, audit.as_ref())
+        }
         Benchmark::HotpotQa => score::hotpotqa(cases, &rankings, &gold, &ks.sessions),
     };
     let qa_scores = options.qa.as_ref().map(|qa| {

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use crate::CutOffs;
 use crate::data::Case;
-use crate::gold::Gold;
+use crate::gold::{EvidenceAudit, Gold};
 use crate::metrics::*;
 use crate::strategy::Unit;
 
@@ -153,38 +153,22 @@ pub fn longmemeval(
     }
 }
 
-/// LoCoMo: evidence recall at `ks.units` units and at token budgets, session recall at
-/// `ks.sessions`, per category.
-pub fn locomo(
-    cases: &[Case],
-    rankings: &[Vec<Unit>],
-    gold: &HashMap<String, Gold>,
-    ks: &CutOffs,
-) -> Scores {
-    let mut headline: BTreeMap<&'static str, Mean> = BTreeMap::new();
-    let mut by_cat: BTreeMap<String, BTreeMap<&'static str, Mean>> = BTreeMap::new();
-    let (mut unresolvable, mut no_evidence) = (0usize, 0usize);
-    for (case, units) in cases.iter().zip(rankings) {
-        let Some(g) = gold.get(&case.id) else {
-            continue;
-        };
-        unresolvable += g.unresolvable;
-        if g.evidence.is_empty() {
-            no_evidence += 1;
-            continue;
-        }
-        let evidence: HashSet<&String> = g.evidence.iter().collect();
-        let recall_of = |covered: &HashSet<&String>| {
-            evidence.iter().filter(|e| covered.contains(**e)).count() as f64 / evidence.len() as f64
-        };
-        let mut v = Vec::new();
-        for &k in &ks.units {
-            let covered: HashSet<&String> = units.iter().take(k).flat_map(|u| &u.turns).collect();
-            v.push((format!("recall@{k}"), recall_of(&covered)));
+/// The turns a ranking hands the reader at each LoCoMo cut-off: the first `k` units, and the
+/// units that fit each token budget in rank order (cut before the first unit that overflows).
+struct Coverage<'a> {
+    cut_offs: Vec<(String, HashSet<&'a String>)>,
+}
+
+impl<'a> Coverage<'a> {
+    fn of(units: &'a [Unit], ks: &[usize]) -> Self {
+        let mut cut_offs = Vec::new();
+        for &k in ks {
+            let covered = units.iter().take(k).flat_map(|u| &u.turns).collect();
+            cut_offs.push((format!("recall@{k}"), covered));
         }
         for (label, budget) in [("1k", 1000), ("2k", 2000), ("4k", 4000)] {
             let mut used = 0;
-            let mut covered: HashSet<&String> = HashSet::new();
+            let mut covered = HashSet::new();
             for u in units {
                 used += tokens::count(&u.text);
                 if used > budget {
@@ -192,8 +176,69 @@ pub fn locomo(
                 }
                 covered.extend(&u.turns);
             }
-            v.push((format!("recall@{label}_tokens"), recall_of(&covered)));
+            cut_offs.push((format!("recall@{label}_tokens"), covered));
         }
+        Coverage { cut_offs }
+    }
+
+    /// Fraction of `evidence` (not empty) covered at each cut-off.
+    fn recall(&self, evidence: &[String]) -> Vec<(String, f64)> {
+        let evidence: HashSet<&String> = evidence.iter().collect();
+        self.cut_offs
+            .iter()
+            .map(|(name, covered)| {
+                let hit = evidence.iter().filter(|e| covered.contains(**e)).count();
+                (name.clone(), hit as f64 / evidence.len() as f64)
+            })
+            .collect()
+    }
+}
+
+/// LoCoMo: evidence recall at `ks.units` units and at token budgets, session recall at
+/// `ks.sessions`, per category. With an `audit`, the group `evidence_audited` scores the same
+/// rankings against the audit's corrected evidence where it has an entry (the official evidence
+/// elsewhere).
+pub fn locomo(
+    cases: &[Case],
+    rankings: &[Vec<Unit>],
+    gold: &HashMap<String, Gold>,
+    ks: &CutOffs,
+    audit: Option<&EvidenceAudit>,
+) -> Scores {
+    let mut headline: BTreeMap<&'static str, Mean> = BTreeMap::new();
+    let mut by_cat: BTreeMap<String, BTreeMap<&'static str, Mean>> = BTreeMap::new();
+    let (mut unresolvable, mut no_evidence) = (0usize, 0usize);
+    let mut audit_changed = 0usize;
+    for (case, units) in cases.iter().zip(rankings) {
+        let Some(g) = gold.get(&case.id) else {
+            continue;
+        };
+        let cat = by_cat
+            .entry(format!("{} {}", g.category, g.group))
+            .or_default();
+        let mut add = |group: &'static str, values: &[(String, f64)]| {
+            cat.entry(group).or_default().add(values);
+            if (1..=4).contains(&g.category) {
+                headline.entry(group).or_default().add(values);
+            }
+        };
+        let coverage = Coverage::of(units, &ks.units);
+        if let Some(audit) = audit {
+            let corrected = audit.evidence.get(&case.id);
+            if corrected.is_some_and(|c| sorted(c) != sorted(&g.evidence)) {
+                audit_changed += 1;
+            }
+            let evidence = corrected.unwrap_or(&g.evidence);
+            if !evidence.is_empty() {
+                add("evidence_audited", &coverage.recall(evidence));
+            }
+        }
+        unresolvable += g.unresolvable;
+        if g.evidence.is_empty() {
+            no_evidence += 1;
+            continue;
+        }
+        add("evidence", &coverage.recall(&g.evidence));
         let gold_sessions: Vec<String> = g
             .evidence
             .iter()
@@ -217,30 +262,43 @@ pub fn locomo(
                 )
             })
             .collect();
-        let cat = by_cat
-            .entry(format!("{} {}", g.category, g.group))
-            .or_default();
-        cat.entry("evidence").or_default().add(&v);
-        cat.entry("session").or_default().add(&s);
-        if (1..=4).contains(&g.category) {
-            headline.entry("evidence").or_default().add(&v);
-            headline.entry("session").or_default().add(&s);
-        }
+        add("session", &s);
     }
     let mut metrics = serde_json::Map::new();
     for (group, mean) in &headline {
         metrics.insert(group.to_string(), mean.json());
     }
+    let mut notes = json!({
+        "headline": "categories 1-4; category 5 (adversarial) only under by_category",
+        "unresolvable_evidence_ids": unresolvable,
+        "questions_without_evidence": no_evidence,
+        "budget": "units in rank order, o200k tokens, cut before the first unit that overflows",
+    });
+    if let (Some(a), Some(n)) = (audit, notes.as_object_mut()) {
+        n.insert(
+            "audit".into(),
+            json!({
+                "evidence_audited": "the same rankings scored against the audit's correct_evidence where it has an entry, the official evidence elsewhere",
+                "entries": a.entries,
+                "matched": a.evidence.len(),
+                "unmatched": a.unmatched,
+                "evidence_changed": audit_changed,
+                "unresolvable_evidence_ids": a.unresolvable,
+            }),
+        );
+    }
     Scores {
         metrics: Value::Object(metrics),
         by_group: groups_json(&by_cat),
-        notes: json!({
-            "headline": "categories 1-4; category 5 (adversarial) only under by_category",
-            "unresolvable_evidence_ids": unresolvable,
-            "questions_without_evidence": no_evidence,
-            "budget": "units in rank order, o200k tokens, cut before the first unit that overflows",
-        }),
+        notes,
     }
+}
+
+/// `ids` in sorted order, to compare evidence lists whatever order they were written in.
+fn sorted(ids: &[String]) -> Vec<&String> {
+    let mut v: Vec<&String> = ids.iter().collect();
+    v.sort();
+    v
 }
 
 /// HotpotQA: supporting-paragraph recall at the cut-offs `ks`.
@@ -314,6 +372,63 @@ mod tests {
     }
 
     #[test]
+    fn audited_evidence_rescores_the_same_ranking_where_the_audit_has_an_entry() {
+        // Ten units, one turn each: session_1:1 .. session_10:1.
+        let units: Vec<Unit> = (1..=10).map(|i| unit(&format!("session_{i}"))).collect();
+        let evidence = |ids: &[&str]| ids.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let mut gold = HashMap::new();
+        for (id, ev) in [
+            // cited a turn outside the top 5; the audit cites one inside
+            ("q1", &["session_9:1"][..]),
+            // not audited: the official evidence counts in both groups
+            ("q2", &["session_2:1"]),
+            // the audit finds no turn for it: left out of the audited group
+            ("q3", &["session_3:1"]),
+        ] {
+            let g = Gold {
+                group: "multi-hop".into(),
+                category: 1,
+                evidence: evidence(ev),
+                ..Gold::default()
+            };
+            gold.insert(id.to_string(), g);
+        }
+        let audit = EvidenceAudit {
+            evidence: [
+                ("q1".to_string(), evidence(&["session_4:1", "session_8:1"])),
+                ("q3".to_string(), Vec::new()),
+            ]
+            .into(),
+            entries: 3,
+            unmatched: 1,
+            unresolvable: 1,
+        };
+        let cases = [Case::empty("q1"), Case::empty("q2"), Case::empty("q3")];
+        let ks = CutOffs {
+            units: vec![5],
+            sessions: vec![5],
+        };
+        let rankings = vec![units.clone(), units.clone(), units];
+        let s = locomo(&cases, &rankings, &gold, &ks, Some(&audit));
+        // Official: q1 0, q2 1, q3 1 at 5 units.
+        assert_eq!(s.metrics["evidence"]["n"], 3);
+        assert!((s.metrics["evidence"]["recall@5"].as_f64().unwrap() - 2.0 / 3.0).abs() < 1e-12);
+        // Audited: q1 1/2 (session_4 in, session_8 out), q2 1, q3 left out.
+        assert_eq!(s.metrics["evidence_audited"]["n"], 2);
+        assert_eq!(s.metrics["evidence_audited"]["recall@5"], 0.75);
+        assert_eq!(s.by_group["1 multi-hop"]["evidence_audited"]["n"], 2);
+        let notes = &s.notes["audit"];
+        assert_eq!(notes["matched"], 2);
+        assert_eq!(notes["evidence_changed"], 2);
+        assert_eq!(notes["unmatched"], 1);
+        // Without an audit there is no such group.
+        let plain = locomo(&cases, &rankings, &gold, &ks, None);
+        assert!(plain.metrics.get("evidence_audited").is_none());
+        assert!(plain.notes.get("audit").is_none());
+        assert_eq!(plain.metrics["evidence"], s.metrics["evidence"]);
+    }
+
+    #[test]
     fn locomo_units_and_sessions_have_cut_offs_of_their_own() {
         let units: Vec<Unit> = (1..=30).map(|i| unit(&format!("session_{i}"))).collect();
         let mut g = gold(&[]);
@@ -324,7 +439,7 @@ mod tests {
             units: vec![10, 20],
             sessions: vec![5],
         };
-        let s = locomo(&[Case::empty("q1")], &[units], &gold, &ks);
+        let s = locomo(&[Case::empty("q1")], &[units], &gold, &ks, None);
         assert_eq!(s.metrics["evidence"]["recall@10"], 0.0);
         assert_eq!(s.metrics["evidence"]["recall@20"], 1.0);
         let sessions = s.metrics["session"].as_object().unwrap();

@@ -33,6 +33,7 @@ fn a_real_model_answers_and_judges_and_every_call_is_counted() {
             judge: Some(model),
             context_budget: 300,
         }),
+        audit: None,
     };
     let report = aril_bench::run(&options, &mut |_, _| {}, &AtomicBool::new(false)).unwrap();
     let qa = &report.metrics["qa"];

@@ -213,6 +213,11 @@ pub struct BenchCmd {
     /// Embedding cache and bench data directories (default ~/.cache/aril/bench).
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,
+    /// LoCoMo only: an audit of its answer key (the format of locomo-audit's errors.json, e.g.
+    /// ../shared/data/locomo/locomo_audit_errors.json). Adds the group evidence_audited: the
+    /// same rankings scored against the audit's corrected evidence. The headline stays official.
+    #[arg(long)]
+    pub audit: Option<PathBuf>,
     #[command(flatten)]
     pub encode: EncodeArgs,
 }

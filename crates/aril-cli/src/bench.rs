@@ -122,6 +122,7 @@ pub fn run(cli: &Cli, cmd: &BenchCmd) -> anyhow::Result<()> {
         model,
         models: bench_models(cmd, &config.llm, &bars, cancel.clone())?,
         qa: qa_options(cmd, &config.llm)?,
+        audit: cmd.audit.clone(),
         engine: config,
     };
     let bar = bars.add(ProgressBar::new(0));

@@ -23,7 +23,7 @@ impl Embeddings {
         if let Some(dir) = cache_file.parent() {
             std::fs::create_dir_all(dir).map_err(|e| BenchError::Io {
                 what: format!("creating {}", dir.display()),
-                source: e,
+                cause: e,
             })?;
         }
         Ok(Self {

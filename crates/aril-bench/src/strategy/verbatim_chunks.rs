@@ -92,7 +92,7 @@ impl Strategy for VerbatimChunks {
         self.vectors = self.embeddings.chunked(&texts)?;
         let dir = tempfile::tempdir().map_err(|e| BenchError::Io {
             what: "creating a temporary index directory".into(),
-            source: e,
+            cause: e,
         })?;
         let mut index = LexicalIndex::open(dir.path())?;
         let scope =

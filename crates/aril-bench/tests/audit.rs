@@ -1,0 +1,117 @@
+//! `--audit`: the public audit of LoCoMo's answer key rescoring a real run, and refused where it
+//! does not apply before anything is ranked.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use aril_bench::{BenchError, BenchOptions, Benchmark};
+use aril_embed::{MiniLm, default_model_dir};
+use common::{shared, small_file};
+
+fn options(benchmark: Benchmark, data: PathBuf, cache: &Path) -> BenchOptions {
+    BenchOptions {
+        benchmark,
+        data,
+        strategy: "raw-session-user".into(),
+        limit: None,
+        ks: None,
+        cache_dir: cache.to_path_buf(),
+        model: Arc::new(MiniLm::load(&default_model_dir()).unwrap()),
+        engine: aril_engine::Config::default(),
+        store: aril_engine::StoreAt::Embedded,
+        models: Default::default(),
+        qa: None,
+        audit: Some(shared("locomo/locomo_audit_errors.json")),
+    }
+}
+
+/// The first dev conversation (`conv-26`, the full file's first) with its first six questions.
+fn first_conversation(dir: &Path) -> PathBuf {
+    let text = std::fs::read_to_string(shared("locomo/locomo_dev7.json")).unwrap();
+    let mut all: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap();
+    all.truncate(1);
+    all[0]["qa"].as_array_mut().unwrap().truncate(6);
+    let path = dir.join("conv-26.json");
+    std::fs::write(&path, serde_json::to_string(&all).unwrap()).unwrap();
+    path
+}
+
+#[test]
+fn the_audit_rescores_the_questions_it_corrects_and_no_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = first_conversation(dir.path());
+    let audited = aril_bench::run(
+        &options(Benchmark::Locomo, data.clone(), dir.path()),
+        &mut |_, _| {},
+        &AtomicBool::new(false),
+    )
+    .unwrap();
+    let mut plain_options = options(Benchmark::Locomo, data, dir.path());
+    plain_options.audit = None;
+    let plain = aril_bench::run(&plain_options, &mut |_, _| {}, &AtomicBool::new(false)).unwrap();
+
+    // Questions 1, 2, 4 and 5 of conv-26 have audit entries; two of them cite other turns
+    // (question 1: D1:14 for D1:12; question 4 adds turns).
+    let notes = &audited.notes["audit"];
+    let entries = notes["entries"].as_u64().unwrap();
+    assert!(entries > 100, "{notes}");
+    assert_eq!(notes["matched"], 4, "{notes}");
+    assert_eq!(notes["unmatched"].as_u64().unwrap(), entries - 4);
+    assert!(notes["evidence_changed"].as_u64().unwrap() >= 1, "{notes}");
+    let table = audited.table();
+    assert!(
+        table.contains(&format!("audit: 4 of its {entries} entries")),
+        "{table}"
+    );
+    assert!(!plain.table().contains("audit:"));
+    // The official group is untouched by the audit; the audited one differs where evidence moved.
+    assert_eq!(audited.metrics["evidence"], plain.metrics["evidence"]);
+    assert!(plain.metrics.get("evidence_audited").is_none());
+    let (official, corrected) = (
+        &audited.metrics["evidence"],
+        &audited.metrics["evidence_audited"],
+    );
+    assert_eq!(official["n"], corrected["n"]);
+    assert!(
+        ["recall@5", "recall@10", "recall@1k_tokens"]
+            .iter()
+            .any(|k| official[k] != corrected[k]),
+        "{official} vs {corrected}"
+    );
+    assert_eq!(audited.rankings.len(), plain.rankings.len());
+    for (a, b) in audited.rankings.iter().zip(&plain.rankings) {
+        assert_eq!(a.retrieved_turns, b.retrieved_turns, "{}", a.question_id);
+    }
+}
+
+#[test]
+fn the_audit_is_refused_outside_locomo_and_when_malformed_before_any_ranking() {
+    let dir = tempfile::tempdir().unwrap();
+    let lme = options(
+        Benchmark::LongMemEval,
+        small_file(dir.path(), false),
+        dir.path(),
+    );
+    let e =
+        aril_bench::run(&lme, &mut |_, _| panic!("ranked"), &AtomicBool::new(false)).unwrap_err();
+    assert!(matches!(e, BenchError::AuditNotLocomo(_)), "{e}");
+
+    let bad = dir.path().join("bad-audit.json");
+    std::fs::write(&bad, r#"{"not": "a list"}"#).unwrap();
+    let mut locomo = options(
+        Benchmark::Locomo,
+        first_conversation(dir.path()),
+        dir.path(),
+    );
+    locomo.audit = Some(bad);
+    let e = aril_bench::run(
+        &locomo,
+        &mut |_, _| panic!("ranked"),
+        &AtomicBool::new(false),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("bad-audit.json"), "{e}");
+}
