@@ -178,18 +178,20 @@ pub fn locomo(path: &Path) -> Result<HashMap<String, Gold>, BenchError> {
     Ok(out)
 }
 
-/// Corrected LoCoMo evidence from an audit of its answer key, for a second evidence-recall view
-/// beside the official one (the headline stays on the official evidence).
+/// Corrected LoCoMo evidence and answers from an audit of its answer key, for second views of
+/// evidence recall and answer scores beside the official ones (the headline stays official).
 ///
 /// The format is that of `errors.json` in the public LoCoMo audit (dial481/locomo-audit, CC
 /// BY-NC 4.0; shipped here as `shared/data/locomo/locomo_audit_errors.json`): a list of entries
 /// with `question_id` (`locomo_<conversation>_qa<index>`, the index 0-based in the
-/// conversation's `qa` list), `question` and `correct_evidence`.
+/// conversation's `qa` list), `question`, `correct_evidence` and, optionally, `correct_answer`.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct EvidenceAudit {
+pub struct AuditedGold {
     /// Corrected evidence by case id, resolved like the official evidence; empty when none of
     /// the entry's ids names a turn of the conversation.
     pub evidence: HashMap<String, Vec<String>>,
+    /// Corrected answers by case id (entries with a non-empty `correct_answer`).
+    pub answers: HashMap<String, String>,
     /// Entries in the audit file.
     pub entries: usize,
     /// Entries whose question is not in the cases scored (another conversation, or cut by
@@ -212,6 +214,7 @@ struct AuditEntry {
     index: usize,
     question: String,
     correct_evidence: Vec<String>,
+    correct_answer: Option<String>,
 }
 
 impl LocomoAudit {
@@ -222,6 +225,8 @@ impl LocomoAudit {
             question_id: String,
             question: String,
             correct_evidence: Vec<String>,
+            #[serde(default)]
+            correct_answer: Option<String>,
         }
         let raw: Vec<Entry> = read(path)?;
         let mut entries = Vec::with_capacity(raw.len());
@@ -243,6 +248,7 @@ impl LocomoAudit {
                 index,
                 question: e.question,
                 correct_evidence: e.correct_evidence,
+                correct_answer: e.correct_answer.filter(|a| !a.trim().is_empty()),
             });
         }
         Ok(LocomoAudit { entries })
@@ -252,10 +258,10 @@ impl LocomoAudit {
     /// word for word, and resolves its evidence against that conversation's turns. The
     /// conversation number of the entry's id is not used: it counts the full ten-conversation
     /// file, and a file of the official format may hold any of them in any order.
-    pub fn resolve(&self, cases: &[Case]) -> EvidenceAudit {
-        let mut audit = EvidenceAudit {
+    pub fn resolve(&self, cases: &[Case]) -> AuditedGold {
+        let mut audit = AuditedGold {
             entries: self.entries.len(),
-            ..EvidenceAudit::default()
+            ..AuditedGold::default()
         };
         for e in &self.entries {
             let suffix = format!("#{}", e.index);
@@ -280,6 +286,9 @@ impl LocomoAudit {
                 }
             }
             audit.evidence.insert(case.id.clone(), evidence);
+            if let Some(answer) = &e.correct_answer {
+                audit.answers.insert(case.id.clone(), answer.clone());
+            }
         }
         audit
     }
@@ -380,7 +389,8 @@ mod tests {
             serde_json::json!([
                 // conversation 7 of the full file is the first one here: the number is not used
                 {"question_id": "locomo_7_qa1", "question": "Where did Ann go?",
-                 "correct_evidence": ["D1:2", "D:1:3", "D9:9"], "error_type": "WRONG_CITATION"},
+                 "correct_evidence": ["D1:2", "D:1:3", "D9:9"], "error_type": "WRONG_CITATION",
+                 "correct_answer": "To Rome"},
                 // the same position in the other conversation asks something else
                 {"question_id": "locomo_0_qa0", "question": "Not asked anywhere?",
                  "correct_evidence": ["D1:1"]},
@@ -404,6 +414,10 @@ mod tests {
             .into()
         );
         assert_eq!(audit.unresolvable, 1);
+        assert_eq!(
+            audit.answers,
+            [("a#1".to_string(), "To Rome".to_string())].into()
+        );
     }
 
     #[test]

@@ -77,7 +77,8 @@ pub struct BenchOptions {
     /// Answer each question (and judge the answers) when set.
     pub qa: Option<qa::QaOptions>,
     /// LoCoMo only: an audit of its answer key ([`gold::LocomoAudit`]); adds the
-    /// `evidence_audited` group, scored against the audit's corrected evidence.
+    /// `evidence_audited` group, scored against the audit's corrected evidence, and with answers
+    /// `qa_audited` and `judge_audited`, against its corrected answers.
     pub audit: Option<PathBuf>,
 }
 
@@ -225,12 +226,10 @@ pub fn run(
         Benchmark::Locomo => gold::locomo(&options.data)?,
         Benchmark::HotpotQa => gold::hotpotqa(&options.data)?,
     };
+    let audited = audit.map(|a| a.resolve(cases));
     let mut scores = match options.benchmark {
         Benchmark::LongMemEval => score::longmemeval(cases, &rankings, &gold, &ks.sessions),
-        Benchmark::Locomo => {
-            let audit = audit.map(|a| a.resolve(cases));
-            score::locomo(cases, &rankings, &gold, &ks, audit.as_ref())
-        }
+        Benchmark::Locomo => score::locomo(cases, &rankings, &gold, &ks, audited.as_ref()),
         Benchmark::HotpotQa => score::hotpotqa(cases, &rankings, &gold, &ks.sessions),
     };
     let qa_scores = options.qa.as_ref().map(|qa| {
@@ -239,6 +238,7 @@ pub fn run(
             cases,
             &answers,
             &gold,
+            audited.as_ref().map(|a| &a.answers),
             qa.judge.as_deref(),
             progress,
             cancel,

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use crate::CutOffs;
 use crate::data::Case;
-use crate::gold::{EvidenceAudit, Gold};
+use crate::gold::{AuditedGold, Gold};
 use crate::metrics::*;
 use crate::strategy::Unit;
 
@@ -203,7 +203,7 @@ pub fn locomo(
     rankings: &[Vec<Unit>],
     gold: &HashMap<String, Gold>,
     ks: &CutOffs,
-    audit: Option<&EvidenceAudit>,
+    audit: Option<&AuditedGold>,
 ) -> Scores {
     let mut headline: BTreeMap<&'static str, Mean> = BTreeMap::new();
     let mut by_cat: BTreeMap<String, BTreeMap<&'static str, Mean>> = BTreeMap::new();
@@ -283,6 +283,7 @@ pub fn locomo(
                 "matched": a.evidence.len(),
                 "unmatched": a.unmatched,
                 "evidence_changed": audit_changed,
+                "answers": a.answers.len(),
                 "unresolvable_evidence_ids": a.unresolvable,
             }),
         );
@@ -393,7 +394,7 @@ mod tests {
             };
             gold.insert(id.to_string(), g);
         }
-        let audit = EvidenceAudit {
+        let audit = AuditedGold {
             evidence: [
                 ("q1".to_string(), evidence(&["session_4:1", "session_8:1"])),
                 ("q3".to_string(), Vec::new()),
@@ -402,6 +403,7 @@ mod tests {
             entries: 3,
             unmatched: 1,
             unresolvable: 1,
+            ..AuditedGold::default()
         };
         let cases = [Case::empty("q1"), Case::empty("q2"), Case::empty("q3")];
         let ks = CutOffs {

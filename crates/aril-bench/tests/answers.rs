@@ -10,7 +10,7 @@ use aril_bench::qa::QaOptions;
 use aril_bench::{BenchOptions, Benchmark};
 use aril_embed::{MiniLm, default_model_dir};
 use aril_engine::llm::{ChatModel, LocalServer};
-use common::small_file;
+use common::{first_conversation, shared, small_file};
 
 #[test]
 fn a_real_model_answers_and_judges_and_every_call_is_counted() {
@@ -61,4 +61,50 @@ fn a_real_model_answers_and_judges_and_every_call_is_counted() {
     }
     let types = report.by_group.as_object().unwrap();
     assert!(types.values().all(|t| t.get("qa").is_some()), "{types:?}");
+}
+
+#[test]
+fn with_the_audit_answers_are_also_scored_against_its_corrected_answers() {
+    let server = LocalServer::from_cache().unwrap_or_else(|e| panic!("{e}"));
+    let model: Arc<dyn ChatModel> = Arc::new(server.client().unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let options = BenchOptions {
+        benchmark: Benchmark::Locomo,
+        data: first_conversation(dir.path()),
+        strategy: "raw-session-user".into(),
+        limit: None,
+        ks: None,
+        cache_dir: dir.path().join("cache"),
+        model: Arc::new(MiniLm::load(&default_model_dir()).unwrap()),
+        engine: aril_engine::Config::default(),
+        store: aril_engine::StoreAt::Embedded,
+        models: Default::default(),
+        qa: Some(QaOptions {
+            answerer: model.clone(),
+            judge: Some(model),
+            context_budget: 300,
+        }),
+        audit: Some(shared("locomo/locomo_audit_errors.json")),
+    };
+    let report = aril_bench::run(&options, &mut |_, _| {}, &AtomicBool::new(false)).unwrap();
+    // Six headline questions (categories 1-3); the audit corrects the answers of questions 2
+    // ("Counseling or mental health") and 5 (Saturday, not Sunday), whatever the model says.
+    assert_eq!(report.metrics["qa"]["n"], 6, "{}", report.metrics);
+    assert_eq!(report.metrics["qa_audited"]["n"], 6, "{}", report.metrics);
+    assert!(report.metrics["judge_audited"]["n"].as_u64().unwrap() <= 6);
+    let corrected: Vec<usize> = report
+        .rankings
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.qa.as_ref().unwrap().corrected_answer.is_some())
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(corrected, vec![2, 5]);
+    for (i, r) in report.rankings.iter().enumerate() {
+        let q = r.qa.as_ref().unwrap();
+        if !corrected.contains(&i) {
+            // Where the answers agree the verdict is reused, not asked again.
+            assert_eq!(q.correct_audited, q.correct, "question {i}");
+        }
+    }
 }

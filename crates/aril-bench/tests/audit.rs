@@ -9,7 +9,7 @@ use std::sync::atomic::AtomicBool;
 
 use aril_bench::{BenchError, BenchOptions, Benchmark};
 use aril_embed::{MiniLm, default_model_dir};
-use common::{shared, small_file};
+use common::{first_conversation, shared, small_file};
 
 fn options(benchmark: Benchmark, data: PathBuf, cache: &Path) -> BenchOptions {
     BenchOptions {
@@ -26,17 +26,6 @@ fn options(benchmark: Benchmark, data: PathBuf, cache: &Path) -> BenchOptions {
         qa: None,
         audit: Some(shared("locomo/locomo_audit_errors.json")),
     }
-}
-
-/// The first dev conversation (`conv-26`, the full file's first) with its first six questions.
-fn first_conversation(dir: &Path) -> PathBuf {
-    let text = std::fs::read_to_string(shared("locomo/locomo_dev7.json")).unwrap();
-    let mut all: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap();
-    all.truncate(1);
-    all[0]["qa"].as_array_mut().unwrap().truncate(6);
-    let path = dir.join("conv-26.json");
-    std::fs::write(&path, serde_json::to_string(&all).unwrap()).unwrap();
-    path
 }
 
 #[test]

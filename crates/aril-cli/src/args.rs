@@ -215,7 +215,8 @@ pub struct BenchCmd {
     pub cache_dir: Option<PathBuf>,
     /// LoCoMo only: an audit of its answer key (the format of locomo-audit's errors.json, e.g.
     /// ../shared/data/locomo/locomo_audit_errors.json). Adds the group evidence_audited: the
-    /// same rankings scored against the audit's corrected evidence. The headline stays official.
+    /// same rankings scored against the audit's corrected evidence (with --answer / --judge also
+    /// qa_audited / judge_audited, against its corrected answers). The headline stays official.
     #[arg(long)]
     pub audit: Option<PathBuf>,
     #[command(flatten)]

@@ -29,6 +29,13 @@ pub struct QuestionQa {
     /// The judge's verdict (absent when not judged or the judge failed).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub correct: Option<bool>,
+    /// With `--audit`: the audit's answer, where it differs from the official one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub corrected_answer: Option<String>,
+    /// With `--audit` and `--judge`: the verdict against the audit's answer (the official
+    /// verdict where the answers agree).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub correct_audited: Option<bool>,
 }
 
 /// Answer scores: headline and per-group `qa` and `judge` metric groups, per question, and the
@@ -58,21 +65,65 @@ fn in_headline(benchmark: Benchmark, g: &Gold) -> bool {
     benchmark != Benchmark::Locomo || (1..=4).contains(&g.category)
 }
 
+/// Token metrics of `said` against `gold`: Mem0's F1 and BLEU-1, and on LoCoMo its official F1.
+fn token_scores(benchmark: Benchmark, said: &str, gold: &str, category: u8) -> Vec<(String, f64)> {
+    let mut values = vec![
+        ("f1".to_string(), mem0_f1(said, gold)),
+        ("bleu1".to_string(), mem0_bleu1(said, gold)),
+    ];
+    if benchmark == Benchmark::Locomo {
+        values.push(("locomo_f1".to_string(), locomo_f1(said, gold, category)));
+    }
+    values
+}
+
+/// The metric groups of the answer scores, overall (headline questions) and per question group.
+#[derive(Default)]
+struct Tally {
+    headline: BTreeMap<&'static str, Mean>,
+    by_group: BTreeMap<String, BTreeMap<&'static str, Mean>>,
+}
+
+impl Tally {
+    fn add(
+        &mut self,
+        metric: &'static str,
+        group: Option<&String>,
+        headline: bool,
+        v: &[(String, f64)],
+    ) {
+        if let Some(k) = group {
+            self.by_group
+                .entry(k.clone())
+                .or_default()
+                .entry(metric)
+                .or_default()
+                .add(v);
+        }
+        if headline {
+            self.headline.entry(metric).or_default().add(v);
+        }
+    }
+}
+
 /// Scores `answers` (one per case) against the gold; with `judge`, asks it about each headline
-/// question, calling `progress(done, total)` and stopping early when `cancel` is raised.
+/// question, calling `progress(done, total)` and stopping early when `cancel` is raised. With
+/// `audited` answers (LoCoMo's audit, by case id), the groups `qa_audited` and `judge_audited`
+/// score the same answers against the corrected answer where there is one (a second judge call
+/// only where it differs from the official answer).
+#[allow(clippy::too_many_arguments)]
 pub fn score(
     benchmark: Benchmark,
     cases: &[Case],
     answers: &[Answer],
     gold: &HashMap<String, Gold>,
+    audited: Option<&HashMap<String, String>>,
     judge_model: Option<&dyn ChatModel>,
     progress: &mut dyn FnMut(usize, usize),
     cancel: &AtomicBool,
 ) -> QaScores {
     let mut out = QaScores::default();
-    let (mut qa_all, mut judge_all) = (Mean::default(), Mean::default());
-    let mut qa_groups: BTreeMap<String, Mean> = BTreeMap::new();
-    let mut judge_groups: BTreeMap<String, Mean> = BTreeMap::new();
+    let mut tally = Tally::default();
     let failed = answers.iter().filter(|a| a.error.is_some()).count();
     let total = cases.len().min(answers.len());
     for (done, (case, answer)) in cases.iter().zip(answers).enumerate() {
@@ -80,26 +131,32 @@ pub fn score(
             out.per_question.push(QuestionQa::default());
             continue;
         };
+        let values = token_scores(benchmark, &answer.text, &g.answer, g.category);
+        let at = |name: &str| values.iter().find(|(k, _)| k == name).map(|(_, v)| *v);
         let mut q = QuestionQa {
             answer: answer.text.clone(),
             answer_error: answer.error.clone(),
-            f1: mem0_f1(&answer.text, &g.answer),
-            bleu1: mem0_bleu1(&answer.text, &g.answer),
-            locomo_f1: (benchmark == Benchmark::Locomo)
-                .then(|| locomo_f1(&answer.text, &g.answer, g.category)),
+            f1: at("f1").unwrap_or_default(),
+            bleu1: at("bleu1").unwrap_or_default(),
+            locomo_f1: at("locomo_f1"),
             correct: None,
+            corrected_answer: None,
+            correct_audited: None,
         };
-        let mut values = vec![("f1".to_string(), q.f1), ("bleu1".to_string(), q.bleu1)];
-        if let Some(f) = q.locomo_f1 {
-            values.push(("locomo_f1".to_string(), f));
-        }
         let key = group_key(benchmark, g);
-        if let Some(k) = &key {
-            qa_groups.entry(k.clone()).or_default().add(&values);
-        }
         let headline = in_headline(benchmark, g);
-        if headline {
-            qa_all.add(&values);
+        tally.add("qa", key.as_ref(), headline, &values);
+        // The audit's answer where it differs from the official one.
+        let corrected = audited
+            .and_then(|a| a.get(&case.id))
+            .filter(|c| c.trim() != g.answer.trim());
+        if audited.is_some() {
+            let audited_values = match corrected {
+                Some(c) => token_scores(benchmark, &answer.text, c, g.category),
+                None => values.clone(),
+            };
+            tally.add("qa_audited", key.as_ref(), headline, &audited_values);
+            q.corrected_answer = corrected.cloned();
         }
         if let Some(model) = judge_model
             && headline
@@ -111,47 +168,80 @@ pub fn score(
             } else {
                 &answer.text
             };
-            match judge(model, rubric, &case.question, &g.answer, said) {
+            let mut ask = |gold_answer: &str, label: &str| match judge(
+                model,
+                rubric,
+                &case.question,
+                gold_answer,
+                said,
+            ) {
                 Ok(v) => {
                     out.judge_cost.add(v.cost);
-                    q.correct = Some(v.correct);
-                    let j = [("j".to_string(), f64::from(u8::from(v.correct)))];
-                    judge_all.add(&j);
-                    if let Some(k) = &key {
-                        judge_groups.entry(k.clone()).or_default().add(&j);
-                    }
+                    Some(v.correct)
                 }
-                Err(e) => out.judge_failures.push(format!("{}: {e}", case.id)),
+                Err(e) => {
+                    out.judge_failures.push(format!("{}{label}: {e}", case.id));
+                    None
+                }
+            };
+            q.correct = ask(&g.answer, "");
+            if let Some(c) = q.correct {
+                tally.add("judge", key.as_ref(), true, &[verdict(c)]);
+            }
+            if audited.is_some() {
+                q.correct_audited = match corrected {
+                    Some(c) => ask(c, " (audited answer)"),
+                    None => q.correct,
+                };
+                if let Some(c) = q.correct_audited {
+                    tally.add("judge_audited", key.as_ref(), true, &[verdict(c)]);
+                }
             }
             progress(done + 1, total);
         }
         out.per_question.push(q);
     }
-    let mut qa = qa_all.json();
-    if let Some(m) = qa.as_object_mut() {
-        m.insert("answer_failed".into(), json!(failed));
-    }
-    out.metrics.insert("qa".into(), qa);
-    if judge_model.is_some() {
-        let mut j = judge_all.json();
-        if let Some(m) = j.as_object_mut() {
-            m.insert("judge_failed".into(), json!(out.judge_failures.len()));
+    let judged = judge_model.is_some();
+    for metric in ["qa", "qa_audited", "judge", "judge_audited"] {
+        let wanted = match metric {
+            "qa" => true,
+            "qa_audited" => audited.is_some(),
+            "judge" => judged,
+            _ => judged && audited.is_some(),
+        };
+        if !wanted {
+            continue;
         }
-        out.metrics.insert("judge".into(), j);
+        let mut m = tally
+            .headline
+            .get(metric)
+            .map(Mean::json)
+            .unwrap_or_else(|| Mean::default().json());
+        if let Some(o) = m.as_object_mut() {
+            match metric {
+                "qa" => {
+                    o.insert("answer_failed".into(), json!(failed));
+                }
+                "judge" => {
+                    o.insert("judge_failed".into(), json!(out.judge_failures.len()));
+                }
+                _ => {}
+            }
+        }
+        out.metrics.insert(metric.into(), m);
     }
-    for (k, mean) in qa_groups {
-        out.by_group
-            .entry(k)
-            .or_default()
-            .insert("qa".into(), mean.json());
-    }
-    for (k, mean) in judge_groups {
-        out.by_group
-            .entry(k)
-            .or_default()
-            .insert("judge".into(), mean.json());
+    for (k, metrics) in tally.by_group {
+        let entry = out.by_group.entry(k).or_default();
+        for (metric, mean) in metrics {
+            entry.insert(metric.into(), mean.json());
+        }
     }
     out
+}
+
+/// A judge verdict as the `j` metric.
+fn verdict(correct: bool) -> (String, f64) {
+    ("j".to_string(), f64::from(u8::from(correct)))
 }
 
 #[cfg(test)]
@@ -191,6 +281,7 @@ mod tests {
             &cases,
             &[said("7 May, 2023."), said("That is not mentioned.")],
             &gold,
+            None,
             Some(&judge),
             &mut |_, _| {},
             &AtomicBool::new(false),
@@ -205,6 +296,84 @@ mod tests {
         assert!(!scores.by_group["5 adversarial"].contains_key("judge"));
         assert_eq!(scores.per_question[0].correct, Some(true));
         assert_eq!(scores.per_question[1].correct, None);
+    }
+
+    #[test]
+    fn audited_answers_rescore_and_rejudge_only_where_the_audit_changes_the_answer() {
+        let cases = [Case::empty("q1"), Case::empty("q2")];
+        let gold: HashMap<String, Gold> =
+            [("q1", "The sunday before 25 May 2023"), ("q2", "Paris")]
+                .into_iter()
+                .map(|(id, answer)| {
+                    let g = Gold {
+                        group: "temporal".into(),
+                        category: 2,
+                        answer: answer.into(),
+                        ..Gold::default()
+                    };
+                    (id.to_string(), g)
+                })
+                .collect();
+        // q1's answer is corrected; q2's audit entry repeats the official answer.
+        let audited: HashMap<String, String> = [
+            (
+                "q1".to_string(),
+                "The Saturday before 25 May 2023".to_string(),
+            ),
+            ("q2".to_string(), "Paris".to_string()),
+        ]
+        .into();
+        // Verdicts in the order asked: q1 official, q1 audited, q2 official.
+        let judge = Scripted::new(vec![
+            json!({"label": "WRONG"}),
+            json!({"label": "CORRECT"}),
+            json!({"label": "CORRECT"}),
+        ]);
+        let scores = score(
+            Benchmark::Locomo,
+            &cases,
+            &[said("The Saturday before 25 May 2023"), said("Paris")],
+            &gold,
+            Some(&audited),
+            Some(&judge),
+            &mut |_, _| {},
+            &AtomicBool::new(false),
+        );
+        assert_eq!(judge.asked().len(), 3);
+        assert!(
+            judge.asked()[1].messages[0]
+                .content
+                .contains("The Saturday before")
+        );
+        assert_eq!(scores.metrics["judge"]["j"], 0.5);
+        assert_eq!(scores.metrics["judge_audited"]["j"], 1.0);
+        assert_eq!(scores.metrics["qa_audited"]["f1"], 1.0);
+        assert!(scores.metrics["qa"]["f1"].as_f64().unwrap() < 1.0);
+        assert_eq!(scores.by_group["2 temporal"]["judge_audited"]["n"], 2);
+        let q1 = &scores.per_question[0];
+        assert_eq!(
+            q1.corrected_answer.as_deref(),
+            Some("The Saturday before 25 May 2023")
+        );
+        assert_eq!((q1.correct, q1.correct_audited), (Some(false), Some(true)));
+        assert_eq!(scores.per_question[1].corrected_answer, None);
+        // Without the audit the groups are absent.
+        let judge = Scripted::new(vec![json!({"label": "WRONG"}), json!({"label": "CORRECT"})]);
+        let plain = score(
+            Benchmark::Locomo,
+            &cases,
+            &[said("The Saturday before 25 May 2023"), said("Paris")],
+            &gold,
+            None,
+            Some(&judge),
+            &mut |_, _| {},
+            &AtomicBool::new(false),
+        );
+        assert!(
+            plain.metrics.get("qa_audited").is_none()
+                && plain.metrics.get("judge_audited").is_none()
+        );
+        assert_eq!(plain.metrics["qa"], scores.metrics["qa"]);
     }
 
     #[test]
@@ -237,6 +406,7 @@ mod tests {
             &cases,
             &[said("three"), failed],
             &gold,
+            None,
             Some(&judge),
             &mut |_, _| {},
             &AtomicBool::new(false),

@@ -1,5 +1,5 @@
-//! Shared by the bench's integration tests: the benchmark data beside the checkout, and a small
-//! LongMemEval file cut from it.
+//! Shared by the bench's integration tests: the benchmark data beside the checkout, and small
+//! LongMemEval and LoCoMo files cut from it.
 
 use std::path::PathBuf;
 
@@ -40,6 +40,19 @@ pub fn small_file(dir: &std::path::Path, strip_gold: bool) -> PathBuf {
     } else {
         "full.json"
     });
+    std::fs::write(&path, serde_json::to_string(&all).unwrap()).unwrap();
+    path
+}
+
+/// The first dev conversation (`conv-26`, the full LoCoMo file's first) with its first six
+/// questions, in the official format.
+#[allow(dead_code)] // not every test binary uses it
+pub fn first_conversation(dir: &std::path::Path) -> PathBuf {
+    let text = std::fs::read_to_string(shared("locomo/locomo_dev7.json")).unwrap();
+    let mut all: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap();
+    all.truncate(1);
+    all[0]["qa"].as_array_mut().unwrap().truncate(6);
+    let path = dir.join("conv-26.json");
     std::fs::write(&path, serde_json::to_string(&all).unwrap()).unwrap();
     path
 }
