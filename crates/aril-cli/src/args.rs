@@ -110,8 +110,10 @@ pub struct AskCmd {
     /// Recall and show the context without calling the answerer.
     #[arg(long)]
     pub context_only: bool,
+    /// Print the plan, the context items and the cost as JSON.
     #[arg(long)]
     pub json: bool,
+    /// The question, as the agent would ask it.
     pub question: String,
 }
 
@@ -171,6 +173,7 @@ pub enum BenchName {
 
 #[derive(Args, Debug)]
 pub struct BenchCmd {
+    /// The benchmark the file is of.
     #[arg(value_enum)]
     pub benchmark: BenchName,
     /// A file of the benchmark's official format.
@@ -234,6 +237,7 @@ pub struct ImportCmd {
     /// The file's format.
     #[arg(value_enum)]
     pub format: ImportFormat,
+    /// The file, in the benchmark's official JSON format.
     pub file: PathBuf,
     /// LoCoMo only: import just this conversation (sample_id); repeatable.
     #[arg(long = "conversation")]
@@ -243,10 +247,13 @@ pub struct ImportCmd {
 /// The scope flags shared by commands.
 #[derive(Args, Debug, Clone)]
 pub struct ScopeArgs {
+    /// The user whose memory this is (every command works inside one user's scope).
     #[arg(long = "user")]
     pub user: String,
+    /// Narrows the scope to one agent of the user.
     #[arg(long = "agent")]
     pub agent: Option<String>,
+    /// Narrows the scope to one run (a task, an episode) of the agent or user.
     #[arg(long = "run")]
     pub run: Option<String>,
 }
@@ -278,6 +285,7 @@ pub struct AddCmd {
     /// Conversation the turn belongs to.
     #[arg(long, default_value = "main")]
     pub conversation: String,
+    /// Session the turn belongs to inside the conversation (a chat window, a day).
     #[arg(long)]
     pub session: Option<String>,
     /// user, assistant, system or tool.
@@ -292,6 +300,9 @@ pub struct AddCmd {
     /// Close the conversation's open segment after adding.
     #[arg(long)]
     pub flush: bool,
+    /// The turn's verbatim text. Absent or `-`: JSON lines from stdin, one turn each, with
+    /// `text` (or `content`) and optionally `user_id`, `agent_id`, `run_id`, `conversation`,
+    /// `session`, `role`, `speaker`, `at` and `source_id`; the flags fill what a line leaves out.
     pub text: Option<String>,
 }
 
@@ -305,8 +316,10 @@ pub struct SearchCmd {
     /// o200k tokens the results may use together.
     #[arg(long)]
     pub budget: Option<usize>,
+    /// Print the results as JSON (ids, kinds, source turns, times, scores, tokens).
     #[arg(long)]
     pub json: bool,
+    /// The question, as the agent would ask it.
     pub query: String,
 }
 
@@ -314,12 +327,14 @@ pub struct SearchCmd {
 pub struct SegmentsCmd {
     #[command(flatten)]
     pub scope: ScopeArgs,
+    /// Print the segments as JSON.
     #[arg(long)]
     pub json: bool,
 }
 
 #[derive(Args, Debug)]
 pub struct StatsCmd {
+    /// Print the counts as JSON.
     #[arg(long)]
     pub json: bool,
 }
