@@ -3,38 +3,43 @@
 
 mod common;
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use aril_bench::qa::QaOptions;
 use aril_bench::{BenchOptions, Benchmark};
-use aril_embed::{MiniLm, default_model_dir};
 use aril_engine::llm::{ChatModel, LocalServer};
-use common::{first_conversation, shared, small_file};
+use common::{bench_options, first_conversation, shared, small_file};
 
-#[test]
-fn a_real_model_answers_and_judges_and_every_call_is_counted() {
+/// A run of `benchmark` on `data` whose answerer and judge are the tiny local model; the server
+/// lives as long as the first value.
+fn answered_by_the_tiny_model(
+    benchmark: Benchmark,
+    data: PathBuf,
+    dir: &Path,
+) -> (LocalServer, BenchOptions) {
     let server = LocalServer::from_cache().unwrap_or_else(|e| panic!("{e}"));
     let model: Arc<dyn ChatModel> = Arc::new(server.client().unwrap());
-    let dir = tempfile::tempdir().unwrap();
     let options = BenchOptions {
-        benchmark: Benchmark::LongMemEval,
-        data: small_file(dir.path(), false),
-        strategy: "raw-session-user".into(),
-        limit: None,
-        ks: None,
-        cache_dir: dir.path().join("cache"),
-        model: Arc::new(MiniLm::load(&default_model_dir()).unwrap()),
-        engine: aril_engine::Config::default(),
-        store: aril_engine::StoreAt::Embedded,
-        models: Default::default(),
         qa: Some(QaOptions {
             answerer: model.clone(),
             judge: Some(model),
             context_budget: 300,
         }),
-        audit: None,
+        ..bench_options(benchmark, data, &dir.join("cache"))
     };
+    (server, options)
+}
+
+#[test]
+fn a_real_model_answers_and_judges_and_every_call_is_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, options) = answered_by_the_tiny_model(
+        Benchmark::LongMemEval,
+        small_file(dir.path(), false),
+        dir.path(),
+    );
     let report = aril_bench::run(&options, &mut |_, _| {}, &AtomicBool::new(false)).unwrap();
     let qa = &report.metrics["qa"];
     assert_eq!(qa["n"], 2, "{}", report.metrics);
@@ -65,27 +70,13 @@ fn a_real_model_answers_and_judges_and_every_call_is_counted() {
 
 #[test]
 fn with_the_audit_answers_are_also_scored_against_its_corrected_answers() {
-    let server = LocalServer::from_cache().unwrap_or_else(|e| panic!("{e}"));
-    let model: Arc<dyn ChatModel> = Arc::new(server.client().unwrap());
     let dir = tempfile::tempdir().unwrap();
-    let options = BenchOptions {
-        benchmark: Benchmark::Locomo,
-        data: first_conversation(dir.path()),
-        strategy: "raw-session-user".into(),
-        limit: None,
-        ks: None,
-        cache_dir: dir.path().join("cache"),
-        model: Arc::new(MiniLm::load(&default_model_dir()).unwrap()),
-        engine: aril_engine::Config::default(),
-        store: aril_engine::StoreAt::Embedded,
-        models: Default::default(),
-        qa: Some(QaOptions {
-            answerer: model.clone(),
-            judge: Some(model),
-            context_budget: 300,
-        }),
-        audit: Some(shared("locomo/locomo_audit_errors.json")),
-    };
+    let (_server, mut options) = answered_by_the_tiny_model(
+        Benchmark::Locomo,
+        first_conversation(dir.path()),
+        dir.path(),
+    );
+    options.audit = Some(shared("locomo/locomo_audit_errors.json"));
     let report = aril_bench::run(&options, &mut |_, _| {}, &AtomicBool::new(false)).unwrap();
     // Six headline questions (categories 1-3); the audit corrects the answers of questions 2
     // ("Counseling or mental health") and 5 (Saturday, not Sunday), whatever the model says.

@@ -4,27 +4,16 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use aril_bench::{BenchError, BenchOptions, Benchmark};
-use aril_embed::{MiniLm, default_model_dir};
-use common::{first_conversation, shared, small_file};
+use common::{bench_options, first_conversation, shared, small_file};
 
+/// A run with the shared LoCoMo audit.
 fn options(benchmark: Benchmark, data: PathBuf, cache: &Path) -> BenchOptions {
     BenchOptions {
-        benchmark,
-        data,
-        strategy: "raw-session-user".into(),
-        limit: None,
-        ks: None,
-        cache_dir: cache.to_path_buf(),
-        model: Arc::new(MiniLm::load(&default_model_dir()).unwrap()),
-        engine: aril_engine::Config::default(),
-        store: aril_engine::StoreAt::Embedded,
-        models: Default::default(),
-        qa: None,
         audit: Some(shared("locomo/locomo_audit_errors.json")),
+        ..bench_options(benchmark, data, cache)
     }
 }
 

@@ -323,22 +323,26 @@ mod tests {
             ("q2".to_string(), "Paris".to_string()),
         ]
         .into();
+        let answers = [said("The Saturday before 25 May 2023"), said("Paris")];
+        let run = |audited: Option<&HashMap<String, String>>, judge: &Scripted| {
+            score(
+                Benchmark::Locomo,
+                &cases,
+                &answers,
+                &gold,
+                audited,
+                Some(judge),
+                &mut |_, _| {},
+                &AtomicBool::new(false),
+            )
+        };
         // Verdicts in the order asked: q1 official, q1 audited, q2 official.
         let judge = Scripted::new(vec![
             json!({"label": "WRONG"}),
             json!({"label": "CORRECT"}),
             json!({"label": "CORRECT"}),
         ]);
-        let scores = score(
-            Benchmark::Locomo,
-            &cases,
-            &[said("The Saturday before 25 May 2023"), said("Paris")],
-            &gold,
-            Some(&audited),
-            Some(&judge),
-            &mut |_, _| {},
-            &AtomicBool::new(false),
-        );
+        let scores = run(Some(&audited), &judge);
         assert_eq!(judge.asked().len(), 3);
         assert!(
             judge.asked()[1].messages[0]
@@ -359,16 +363,7 @@ mod tests {
         assert_eq!(scores.per_question[1].corrected_answer, None);
         // Without the audit the groups are absent.
         let judge = Scripted::new(vec![json!({"label": "WRONG"}), json!({"label": "CORRECT"})]);
-        let plain = score(
-            Benchmark::Locomo,
-            &cases,
-            &[said("The Saturday before 25 May 2023"), said("Paris")],
-            &gold,
-            None,
-            Some(&judge),
-            &mut |_, _| {},
-            &AtomicBool::new(false),
-        );
+        let plain = run(None, &judge);
         assert!(
             plain.metrics.get("qa_audited").is_none()
                 && plain.metrics.get("judge_audited").is_none()
