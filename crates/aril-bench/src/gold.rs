@@ -126,6 +126,21 @@ pub fn resolve_evidence(raw: &str, turns: &HashSet<String>) -> Option<String> {
     }
 }
 
+/// A LoCoMo evidence list resolved by [`resolve_evidence`]: entries may join several ids with
+/// `;`, each id is kept once, in order. Returns the ids and how many could not be resolved.
+fn resolve_evidence_list(raw: &[String], turns: &HashSet<String>) -> (Vec<String>, usize) {
+    let mut evidence = Vec::new();
+    let mut unresolvable = 0;
+    for id in raw.iter().flat_map(|e| e.split(';')) {
+        match resolve_evidence(id, turns) {
+            Some(id) if !evidence.contains(&id) => evidence.push(id),
+            Some(_) => {}
+            None => unresolvable += 1,
+        }
+    }
+    (evidence, unresolvable)
+}
+
 /// LoCoMo gold by case id (`conversation#index`, matching [`crate::data::locomo`]).
 pub fn locomo(path: &Path) -> Result<HashMap<String, Gold>, BenchError> {
     #[derive(Deserialize)]
@@ -153,15 +168,7 @@ pub fn locomo(path: &Path) -> Result<HashMap<String, Gold>, BenchError> {
             .filter_map(|t| t.get("dia_id").and_then(|d| d.as_str()).map(str::to_string))
             .collect();
         for (i, q) in s.qa.into_iter().enumerate() {
-            let mut evidence = Vec::new();
-            let mut unresolvable = 0;
-            for raw in q.evidence.iter().flat_map(|e| e.split(';')) {
-                match resolve_evidence(raw, &turns) {
-                    Some(id) if !evidence.contains(&id) => evidence.push(id),
-                    Some(_) => {}
-                    None => unresolvable += 1,
-                }
-            }
+            let (evidence, unresolvable) = resolve_evidence_list(&q.evidence, &turns);
             out.insert(
                 format!("{}#{}", s.sample_id, i),
                 Gold {
@@ -277,14 +284,8 @@ impl LocomoAudit {
                 .iter()
                 .flat_map(|s| s.turns.iter().map(|t| t.id.clone()))
                 .collect();
-            let mut evidence = Vec::new();
-            for raw in e.correct_evidence.iter().flat_map(|x| x.split(';')) {
-                match resolve_evidence(raw, &turns) {
-                    Some(id) if !evidence.contains(&id) => evidence.push(id),
-                    Some(_) => {}
-                    None => audit.unresolvable += 1,
-                }
-            }
+            let (evidence, unresolvable) = resolve_evidence_list(&e.correct_evidence, &turns);
+            audit.unresolvable += unresolvable;
             audit.evidence.insert(case.id.clone(), evidence);
             if let Some(answer) = &e.correct_answer {
                 audit.answers.insert(case.id.clone(), answer.clone());
