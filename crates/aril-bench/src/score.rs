@@ -153,6 +153,9 @@ pub fn longmemeval(
     }
 }
 
+/// LoCoMo's context budgets, in o200k tokens.
+const BUDGETS: [(&str, usize); 3] = [("1k", 1000), ("2k", 2000), ("4k", 4000)];
+
 /// The turns a ranking hands the reader at each LoCoMo cut-off: the first `k` units, and the
 /// units that fit each token budget in rank order (cut before the first unit that overflows).
 struct Coverage<'a> {
@@ -166,16 +169,20 @@ impl<'a> Coverage<'a> {
             let covered = units.iter().take(k).flat_map(|u| &u.turns).collect();
             cut_offs.push((format!("recall@{k}"), covered));
         }
-        for (label, budget) in [("1k", 1000), ("2k", 2000), ("4k", 4000)] {
-            let mut used = 0;
-            let mut covered = HashSet::new();
-            for u in units {
+        // Running token totals, each unit counted once, as far as the largest budget reaches.
+        let largest = BUDGETS.iter().map(|(_, b)| *b).max().unwrap_or(0);
+        let mut used = 0;
+        let totals: Vec<usize> = units
+            .iter()
+            .map(|u| {
                 used += tokens::count(&u.text);
-                if used > budget {
-                    break;
-                }
-                covered.extend(&u.turns);
-            }
+                used
+            })
+            .take_while(|&total| total <= largest)
+            .collect();
+        for (label, budget) in BUDGETS {
+            let fit = totals.iter().take_while(|&&t| t <= budget).count();
+            let covered = units[..fit].iter().flat_map(|u| &u.turns).collect();
             cut_offs.push((format!("recall@{label}_tokens"), covered));
         }
         Coverage { cut_offs }
@@ -213,6 +220,24 @@ pub fn locomo(
         let Some(g) = gold.get(&case.id) else {
             continue;
         };
+        unresolvable += g.unresolvable;
+        // With an audit: the evidence it scores this question against (its own or the
+        // official), none when that is empty.
+        let audited = audit
+            .map(|a| {
+                let corrected = a.evidence.get(&case.id);
+                if corrected.is_some_and(|c| sorted(c) != sorted(&g.evidence)) {
+                    audit_changed += 1;
+                }
+                corrected.unwrap_or(&g.evidence)
+            })
+            .filter(|e| !e.is_empty());
+        if g.evidence.is_empty() {
+            no_evidence += 1;
+            if audited.is_none() {
+                continue;
+            }
+        }
         let cat = by_cat
             .entry(format!("{} {}", g.category, g.group))
             .or_default();
@@ -223,19 +248,10 @@ pub fn locomo(
             }
         };
         let coverage = Coverage::of(units, &ks.units);
-        if let Some(audit) = audit {
-            let corrected = audit.evidence.get(&case.id);
-            if corrected.is_some_and(|c| sorted(c) != sorted(&g.evidence)) {
-                audit_changed += 1;
-            }
-            let evidence = corrected.unwrap_or(&g.evidence);
-            if !evidence.is_empty() {
-                add("evidence_audited", &coverage.recall(evidence));
-            }
+        if let Some(evidence) = audited {
+            add("evidence_audited", &coverage.recall(evidence));
         }
-        unresolvable += g.unresolvable;
         if g.evidence.is_empty() {
-            no_evidence += 1;
             continue;
         }
         add("evidence", &coverage.recall(&g.evidence));
