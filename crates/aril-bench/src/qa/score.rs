@@ -65,16 +65,35 @@ fn in_headline(benchmark: Benchmark, g: &Gold) -> bool {
     benchmark != Benchmark::Locomo || (1..=4).contains(&g.category)
 }
 
-/// Token metrics of `said` against `gold`: Mem0's F1 and BLEU-1, and on LoCoMo its official F1.
-fn token_scores(benchmark: Benchmark, said: &str, gold: &str, category: u8) -> Vec<(String, f64)> {
-    let mut values = vec![
-        ("f1".to_string(), mem0_f1(said, gold)),
-        ("bleu1".to_string(), mem0_bleu1(said, gold)),
-    ];
-    if benchmark == Benchmark::Locomo {
-        values.push(("locomo_f1".to_string(), locomo_f1(said, gold, category)));
+/// Token metrics of an answer against a gold answer: Mem0's F1 and BLEU-1, and on LoCoMo its
+/// official F1.
+#[derive(Debug, Clone, Copy)]
+struct TokenScores {
+    f1: f64,
+    bleu1: f64,
+    locomo_f1: Option<f64>,
+}
+
+impl TokenScores {
+    fn of(benchmark: Benchmark, said: &str, gold: &str, category: u8) -> Self {
+        Self {
+            f1: mem0_f1(said, gold),
+            bleu1: mem0_bleu1(said, gold),
+            locomo_f1: (benchmark == Benchmark::Locomo).then(|| locomo_f1(said, gold, category)),
+        }
     }
-    values
+
+    /// The named values a [`Mean`] averages.
+    fn values(self) -> Vec<(String, f64)> {
+        let mut v = vec![
+            ("f1".to_string(), self.f1),
+            ("bleu1".to_string(), self.bleu1),
+        ];
+        if let Some(f) = self.locomo_f1 {
+            v.push(("locomo_f1".to_string(), f));
+        }
+        v
+    }
 }
 
 /// The metric groups of the answer scores, overall (headline questions) and per question group.
@@ -124,6 +143,8 @@ pub fn score(
 ) -> QaScores {
     let mut out = QaScores::default();
     let mut tally = Tally::default();
+    // Judged questions left without a verdict, against the official and the audited answer.
+    let (mut judge_failed, mut judge_audited_failed) = (0usize, 0usize);
     let failed = answers.iter().filter(|a| a.error.is_some()).count();
     let total = cases.len().min(answers.len());
     for (done, (case, answer)) in cases.iter().zip(answers).enumerate() {
@@ -131,31 +152,35 @@ pub fn score(
             out.per_question.push(QuestionQa::default());
             continue;
         };
-        let values = token_scores(benchmark, &answer.text, &g.answer, g.category);
-        let at = |name: &str| values.iter().find(|(k, _)| k == name).map(|(_, v)| *v);
+        let scores = TokenScores::of(benchmark, &answer.text, &g.answer, g.category);
         let mut q = QuestionQa {
             answer: answer.text.clone(),
             answer_error: answer.error.clone(),
-            f1: at("f1").unwrap_or_default(),
-            bleu1: at("bleu1").unwrap_or_default(),
-            locomo_f1: at("locomo_f1"),
+            f1: scores.f1,
+            bleu1: scores.bleu1,
+            locomo_f1: scores.locomo_f1,
             correct: None,
             corrected_answer: None,
             correct_audited: None,
         };
         let key = group_key(benchmark, g);
         let headline = in_headline(benchmark, g);
-        tally.add("qa", key.as_ref(), headline, &values);
+        tally.add("qa", key.as_ref(), headline, &scores.values());
         // The audit's answer where it differs from the official one.
         let corrected = audited
             .and_then(|a| a.get(&case.id))
             .filter(|c| c.trim() != g.answer.trim());
         if audited.is_some() {
-            let audited_values = match corrected {
-                Some(c) => token_scores(benchmark, &answer.text, c, g.category),
-                None => values.clone(),
+            let audited_scores = match corrected {
+                Some(c) => TokenScores::of(benchmark, &answer.text, c, g.category),
+                None => scores,
             };
-            tally.add("qa_audited", key.as_ref(), headline, &audited_values);
+            tally.add(
+                "qa_audited",
+                key.as_ref(),
+                headline,
+                &audited_scores.values(),
+            );
             q.corrected_answer = corrected.cloned();
         }
         if let Some(model) = judge_model
@@ -185,16 +210,18 @@ pub fn score(
                 }
             };
             q.correct = ask(&g.answer, "");
-            if let Some(c) = q.correct {
-                tally.add("judge", key.as_ref(), true, &[verdict(c)]);
+            match q.correct {
+                Some(c) => tally.add("judge", key.as_ref(), true, &[verdict(c)]),
+                None => judge_failed += 1,
             }
             if audited.is_some() {
                 q.correct_audited = match corrected {
                     Some(c) => ask(c, " (audited answer)"),
                     None => q.correct,
                 };
-                if let Some(c) = q.correct_audited {
-                    tally.add("judge_audited", key.as_ref(), true, &[verdict(c)]);
+                match q.correct_audited {
+                    Some(c) => tally.add("judge_audited", key.as_ref(), true, &[verdict(c)]),
+                    None => judge_audited_failed += 1,
                 }
             }
             progress(done + 1, total);
@@ -202,31 +229,24 @@ pub fn score(
         out.per_question.push(q);
     }
     let judged = judge_model.is_some();
-    for metric in ["qa", "qa_audited", "judge", "judge_audited"] {
-        let wanted = match metric {
-            "qa" => true,
-            "qa_audited" => audited.is_some(),
-            "judge" => judged,
-            _ => judged && audited.is_some(),
-        };
-        if !wanted {
+    let audit = audited.is_some();
+    // Each headline group when it applies, with the count of what it had to leave out.
+    for (metric, applies, left_out) in [
+        ("qa", true, ("answer_failed", failed)),
+        ("qa_audited", audit, ("answer_failed", failed)),
+        ("judge", judged, ("judge_failed", judge_failed)),
+        (
+            "judge_audited",
+            judged && audit,
+            ("judge_failed", judge_audited_failed),
+        ),
+    ] {
+        if !applies {
             continue;
         }
-        let mut m = tally
-            .headline
-            .get(metric)
-            .map(Mean::json)
-            .unwrap_or_else(|| Mean::default().json());
+        let mut m = tally.headline.remove(metric).unwrap_or_default().json();
         if let Some(o) = m.as_object_mut() {
-            match metric {
-                "qa" => {
-                    o.insert("answer_failed".into(), json!(failed));
-                }
-                "judge" => {
-                    o.insert("judge_failed".into(), json!(out.judge_failures.len()));
-                }
-                _ => {}
-            }
+            o.insert(left_out.0.into(), json!(left_out.1));
         }
         out.metrics.insert(metric.into(), m);
     }
@@ -369,6 +389,25 @@ mod tests {
                 && plain.metrics.get("judge_audited").is_none()
         );
         assert_eq!(plain.metrics["qa"], scores.metrics["qa"]);
+        // A verdict the judge cannot give against the audited answer counts against the audited
+        // group only: q1's second verdict is off-schema twice (a repair round, then failure).
+        let judge = Scripted::from_texts(vec![
+            json!({"label": "WRONG"}).to_string(),
+            "maybe".into(),
+            "still maybe".into(),
+            json!({"label": "CORRECT"}).to_string(),
+        ]);
+        let failing = run(Some(&audited), &judge);
+        assert_eq!(failing.metrics["judge"]["judge_failed"], 0);
+        assert_eq!(failing.metrics["judge"]["n"], 2);
+        assert_eq!(failing.metrics["judge_audited"]["judge_failed"], 1);
+        assert_eq!(failing.metrics["judge_audited"]["n"], 1);
+        assert_eq!(failing.judge_failures.len(), 1);
+        assert!(
+            failing.judge_failures[0].contains("audited"),
+            "{:?}",
+            failing.judge_failures
+        );
     }
 
     #[test]
