@@ -35,7 +35,7 @@ pub enum BenchError {
         benchmark: String,
         why: String,
     },
-    #[error("--audit corrects LoCoMo's evidence; {0} has no audit (leave the flag out)")]
+    #[error("--audit corrects LoCoMo's answer key; {0} has no audit (leave the flag out)")]
     AuditNotLocomo(String),
     #[error("--k {k}: {why}")]
     InvalidK { k: String, why: String },

@@ -301,8 +301,8 @@ pub struct AddCmd {
     #[arg(long)]
     pub flush: bool,
     /// The turn's verbatim text. Absent or `-`: JSON lines from stdin, one turn each, with
-    /// `text` (or `content`) and optionally `user_id`, `agent_id`, `run_id`, `conversation`,
-    /// `session`, `role`, `speaker`, `at` and `source_id`; the flags fill what a line leaves out.
+    /// `text` (or `content`) and any other field of a turn (an unknown one is refused with the
+    /// list of known fields); the flags fill what a line leaves out.
     pub text: Option<String>,
 }
 
