@@ -161,12 +161,14 @@ pub fn run(
         options.model.clone(),
         &options.cache_dir.join("embeddings.sqlite"),
     )?;
-    // What ingest depends on (dense roles, segmenter, segment vectors) picks the data directory;
-    // recall settings do not, so trying them reuses the ingested store.
+    // What ingest depends on (dense roles, turn and segment vectors, segmenter) picks the data
+    // directory; recall settings do not, so trying them reuses the ingested store.
     let ingest_key = serde_json::to_string(&(
         &options.engine.dense_roles,
         &options.engine.segmenter,
         &options.engine.segment_vectors,
+        &options.engine.turn_vectors,
+        &options.engine.sentence_min_bytes,
     ))
     .unwrap_or_default();
     let ingest_hash = &aril_core::content_hash(&[&ingest_key])[..8];

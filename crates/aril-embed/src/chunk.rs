@@ -1,6 +1,8 @@
 //! Turning texts into vectors without losing any of them: texts longer than the model reads are
 //! split into balanced chunks of word pieces, each embedded on its own.
 
+use unicode_segmentation::UnicodeSegmentation;
+
 use crate::{EmbedError, Embedder};
 
 /// One embedded piece of a text: its byte range in the text and its vector.
@@ -37,36 +39,92 @@ pub fn embed_chunked(
     embedder: &dyn Embedder,
     texts: &[&str],
 ) -> Result<Vec<ChunkedText>, EmbedError> {
-    let max = embedder.max_pieces() - 2;
-    let mut pieces = Vec::with_capacity(texts.len());
-    for text in texts {
-        pieces.push(embedder.tokenize(text)?);
+    let spans: Vec<Vec<(usize, usize)>> = texts.iter().map(|t| vec![(0, t.len())]).collect();
+    embed_spans(embedder, texts, &spans)
+}
+
+/// Embeds every text as its sentences ([`sentence_spans`] with `min_bytes`), each sentence
+/// chunked as [`embed_chunked`] chunks a text: a text saying several things gets a vector for
+/// each, so one of them is not averaged away by the rest. The chunks tile the text.
+pub fn embed_sentences(
+    embedder: &dyn Embedder,
+    texts: &[&str],
+    min_bytes: usize,
+) -> Result<Vec<ChunkedText>, EmbedError> {
+    let spans: Vec<Vec<(usize, usize)>> =
+        texts.iter().map(|t| sentence_spans(t, min_bytes)).collect();
+    embed_spans(embedder, texts, &spans)
+}
+
+/// The byte ranges of `text`'s sentences (Unicode UAX #29 boundaries), each merged with the next
+/// until it holds at least `min_bytes`, and a last one shorter than that merged into the one
+/// before. The ranges tile the text; a text shorter than `min_bytes` is one range.
+pub fn sentence_spans(text: &str, min_bytes: usize) -> Vec<(usize, usize)> {
+    let mut spans: Vec<(usize, usize)> = Vec::new();
+    let mut open: Option<usize> = None;
+    for (start, sentence) in text.split_sentence_bound_indices() {
+        let from = *open.get_or_insert(start);
+        let end = start + sentence.len();
+        if end - from >= min_bytes {
+            spans.push((from, end));
+            open = None;
+        }
     }
-    // (text index, byte start, byte end, piece range)
+    if let Some(from) = open {
+        match spans.last_mut() {
+            Some(last) => last.1 = text.len(),
+            None => spans.push((from, text.len())),
+        }
+    }
+    if spans.is_empty() {
+        spans.push((0, text.len()));
+    }
+    spans
+}
+
+/// Embeds the given byte ranges of every text, each split into balanced windows of word pieces
+/// the model reads whole, all in one batched pass.
+fn embed_spans(
+    embedder: &dyn Embedder,
+    texts: &[&str],
+    spans: &[Vec<(usize, usize)>],
+) -> Result<Vec<ChunkedText>, EmbedError> {
+    let max = embedder.max_pieces() - 2;
+    // Per (text, range): its word pieces and where the range starts in the text.
+    let mut pieces = Vec::new();
+    for (i, (text, ranges)) in texts.iter().zip(spans).enumerate() {
+        for &(a, b) in ranges {
+            pieces.push((i, a, b, embedder.tokenize(&text[a..b])?));
+        }
+    }
+    // (text index, byte start, byte end, piece list, piece range)
     let mut windows = Vec::new();
-    for (i, (p, text)) in pieces.iter().zip(texts).enumerate() {
-        for (a, b) in split_pieces(p.ids.len(), max) {
-            let (start, end) = if a == b {
-                (0, text.len())
+    for (n, (i, a, b, p)) in pieces.iter().enumerate() {
+        for (x, y) in split_pieces(p.ids.len(), max) {
+            let (start, end) = if x == y {
+                (*a, *b)
             } else {
-                (p.spans[a].0, p.spans[b - 1].1)
+                (a + p.spans[x].0, a + p.spans[y - 1].1)
             };
-            windows.push((i, start, end, a, b));
+            windows.push((*i, start, end, n, x, y));
         }
     }
     let seqs: Vec<&[u32]> = windows
         .iter()
-        .map(|&(i, _, _, a, b)| &pieces[i].ids[a..b])
+        .map(|&(_, _, _, n, x, y)| &pieces[n].3.ids[x..y])
         .collect();
     let vectors = embedder.embed_pieces(&seqs)?;
-    let mut out: Vec<ChunkedText> = pieces
+    let mut out: Vec<ChunkedText> = texts
         .iter()
-        .map(|p| ChunkedText {
+        .map(|_| ChunkedText {
             chunks: Vec::new(),
-            pieces: p.ids.len(),
+            pieces: 0,
         })
         .collect();
-    for ((i, start, end, _, _), vector) in windows.into_iter().zip(vectors) {
+    for (i, _, _, p) in &pieces {
+        out[*i].pieces += p.ids.len();
+    }
+    for ((i, start, end, _, _, _), vector) in windows.into_iter().zip(vectors) {
         out[i].chunks.push(Chunk { start, end, vector });
     }
     Ok(out)
@@ -96,7 +154,7 @@ pub fn embed_truncated(
 
 #[cfg(test)]
 mod tests {
-    use super::split_pieces;
+    use super::{sentence_spans, split_pieces};
 
     #[test]
     fn split_is_balanced_and_covers_everything() {
@@ -110,5 +168,32 @@ mod tests {
         assert_eq!(w.first().unwrap().0, 0);
         assert_eq!(w.last().unwrap().1, 1000);
         assert!(w.windows(2).all(|p| p[0].1 == p[1].0));
+    }
+
+    #[test]
+    fn sentences_are_merged_until_long_enough_and_tile_the_text() {
+        let text = "Hi! I'm considering a career change into data science. By the way, I just \
+                    turned 32 last month. Ok.";
+        let spans = sentence_spans(text, 40);
+        // "Hi! " is too short alone and joins the next sentence; "Ok." is too short and joins
+        // the one before it.
+        let parts: Vec<&str> = spans.iter().map(|&(a, b)| &text[a..b]).collect();
+        assert_eq!(
+            parts,
+            vec![
+                "Hi! I'm considering a career change into data science. ",
+                "By the way, I just turned 32 last month. Ok.",
+            ]
+        );
+        assert_eq!(spans.first().map(|s| s.0), Some(0));
+        assert_eq!(spans.last().map(|s| s.1), Some(text.len()));
+        assert!(spans.windows(2).all(|p| p[0].1 == p[1].0));
+    }
+
+    #[test]
+    fn a_short_or_empty_text_is_one_span() {
+        assert_eq!(sentence_spans("Sure. Thanks!", 80), vec![(0, 13)]);
+        assert_eq!(sentence_spans("", 80), vec![(0, 0)]);
+        assert_eq!(sentence_spans("One. Two.", 0), vec![(0, 5), (5, 9)]);
     }
 }

@@ -3,6 +3,8 @@
 //!
 //! - [`embed_chunked`]: aril's own units. Text longer than the model reads is split into chunks that
 //!   fit, and every chunk is embedded. Nothing is ever truncated.
+//! - [`embed_sentences`]: the same, one sentence (or run of short sentences) at a time, so a
+//!   text that says several things has a vector for each.
 //! - [`embed_truncated`]: what sentence-transformers and ChromaDB do (keep the first 254 word pieces).
 //!   Only for baselines that reproduce that behaviour on purpose; it reports how many inputs it cut.
 //!
@@ -12,7 +14,10 @@ mod chunk;
 mod error;
 mod minilm;
 
-pub use chunk::{Chunk, ChunkedText, embed_chunked, embed_truncated, split_pieces};
+pub use chunk::{
+    Chunk, ChunkedText, embed_chunked, embed_sentences, embed_truncated, sentence_spans,
+    split_pieces,
+};
 pub use error::EmbedError;
 pub use minilm::{MODEL_NAME, MiniLm, default_model_dir};
 

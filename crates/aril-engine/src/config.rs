@@ -22,6 +22,18 @@ pub struct Config {
     /// indexing user turns only raised session recall by 6 points), and skipping them roughly
     /// halves embedding cost on assistant chats. LoCoMo speakers are all `user`.
     pub dense_roles: Vec<Role>,
+    /// How a dense-role turn's text becomes vectors: `sentences` (default) embeds each of its
+    /// sentences (runs of at least `sentence_min_bytes`), so dense search, which takes a turn's
+    /// best vector, finds the one sentence of a long turn that answers; `chunks` embeds it whole,
+    /// cut into chunks only where it is longer than the model reads. Either way nothing is
+    /// truncated, and a data directory may hold turns of both (each turn keeps the vectors it
+    /// was stored with). Measured (docs/benchmarks.md): sentences hold LongMemEval's session
+    /// recall where haystacks grow (dev widened three times: R@5 97.0 against 95.0) for the same
+    /// LoCoMo recall within a few questions.
+    pub turn_vectors: TurnVectors,
+    /// The shortest sentence run `turn_vectors = "sentences"` embeds alone, in bytes: shorter
+    /// sentences join the next one (a short last one the one before).
+    pub sentence_min_bytes: usize,
     pub segmenter: SegmenterConfig,
     pub recall: RecallConfig,
     /// How a segment gets its vector: `pooled` (default) averages the chunk vectors of its
@@ -91,6 +103,14 @@ pub enum SegmentUse {
     Units,
 }
 
+/// See [`Config::turn_vectors`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnVectors {
+    Chunks,
+    Sentences,
+}
+
 /// See [`Config::segment_vectors`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -104,6 +124,8 @@ impl Default for Config {
         Self {
             model_dir: None,
             dense_roles: vec![Role::User],
+            turn_vectors: TurnVectors::Sentences,
+            sentence_min_bytes: 80,
             segmenter: SegmenterConfig::default(),
             recall: RecallConfig::default(),
             segment_vectors: SegmentVectors::Pooled,

@@ -1,10 +1,11 @@
 //! Embedding through the cache: texts already embedded under the current model (keyed by model
-//! and text hash) are read from the store; only the rest go through the model.
+//! and [`Engine::vector_key`]) are read from the store; only the rest go through the model.
 
 use aril_core::content_hash;
-use aril_embed::embed_chunked;
+use aril_embed::{embed_chunked, embed_sentences};
 use aril_store::{Embedding, StoredChunk};
 
+use crate::config::TurnVectors;
 use crate::{Engine, EngineError};
 
 /// Model chunks as the store keeps them.
@@ -20,6 +21,21 @@ pub fn stored_chunks(chunks: Vec<aril_embed::Chunk>) -> Vec<StoredChunk> {
 }
 
 impl Engine {
+    /// The cache key of a dense text's vectors under the configured [`TurnVectors`]: the text's
+    /// hash when it is embedded whole, a hash of the rule and the text when it is embedded
+    /// sentence by sentence (so the two never take each other's entries). A turn record keeps
+    /// the key of the vectors it was stored with.
+    pub(crate) fn vector_key(&self, text: &str) -> String {
+        match self.config.turn_vectors {
+            TurnVectors::Chunks => content_hash(&[text]),
+            TurnVectors::Sentences => content_hash(&[
+                "sentences of at least",
+                &self.config.sentence_min_bytes.to_string(),
+                text,
+            ]),
+        }
+    }
+
     /// Embeddings for `texts` (same order). Returns them and the entries that are new to the cache,
     /// which the caller commits with the rest of its batch. `pending` holds entries made earlier in
     /// the same batch, not committed yet.
@@ -30,7 +46,7 @@ impl Engine {
     ) -> Result<(Vec<Embedding>, Vec<Embedding>), EngineError> {
         let embedder = self.embedder()?;
         let model = embedder.name().to_string();
-        let hashes: Vec<String> = texts.iter().map(|t| content_hash(&[t])).collect();
+        let hashes: Vec<String> = texts.iter().map(|t| self.vector_key(t)).collect();
         let mut known = self.store.embeddings(&model, &hashes)?;
         for e in pending {
             known
@@ -48,7 +64,12 @@ impl Engine {
         let mut fresh = Vec::with_capacity(missing.len());
         if !missing.is_empty() {
             let views: Vec<&str> = missing.iter().map(|(_, t)| *t).collect();
-            let embedded = embed_chunked(embedder.as_ref(), &views)?;
+            let embedded = match self.config.turn_vectors {
+                TurnVectors::Chunks => embed_chunked(embedder.as_ref(), &views)?,
+                TurnVectors::Sentences => {
+                    embed_sentences(embedder.as_ref(), &views, self.config.sentence_min_bytes)?
+                }
+            };
             for ((hash, _), chunked) in missing.iter().zip(embedded) {
                 let e = Embedding {
                     model: model.clone(),

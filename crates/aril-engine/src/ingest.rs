@@ -2,7 +2,8 @@
 //! commit each batch atomically with its closed segments and the conversation's open segment; then
 //! bring the lexical index up to the store.
 //!
-//! Cost per dense-role turn: one chunked embedding of `Speaker: text` (cached by text); per turn,
+//! Cost per dense-role turn: one embedding of `Speaker: text`, a model pass per sentence run or
+//! chunk (`Config::turn_vectors`, cached by `Engine::vector_key`); per turn,
 //! one o200k count and one segmenter step. Per closed segment: a vector pooled from its turns'
 //! chunks (or, with `segment_vectors = "embedded"`, one chunked embedding of its text). No LLM call.
 
@@ -253,7 +254,7 @@ impl Engine {
             .map(|(_, text)| text.clone())
             .collect();
         let (embeddings, mut fresh) = self.embed_cached(&dense_texts, prepared)?;
-        let wanted: HashSet<String> = dense_texts.iter().map(|t| content_hash(&[t])).collect();
+        let wanted: HashSet<String> = dense_texts.iter().map(|t| self.vector_key(t)).collect();
         fresh.extend(
             prepared
                 .iter()
@@ -285,7 +286,7 @@ impl Engine {
                     turn: t.clone(),
                     ingest_time: now,
                 },
-                text_hash: content_hash(&[text]),
+                text_hash: self.vector_key(text),
             });
         }
         if flush {
@@ -339,7 +340,7 @@ impl Engine {
             let (_, new) = self.embed_cached(&texts, pending)?;
             fresh.extend(new);
             for (segment, dense) in segments {
-                let text_hash = content_hash(&[&dense.join("\n")]);
+                let text_hash = self.vector_key(&dense.join("\n"));
                 records.push(SegmentRecord { segment, text_hash });
             }
             return Ok((records, fresh));

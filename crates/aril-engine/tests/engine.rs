@@ -9,7 +9,7 @@ mod common;
 
 use aril_engine::{
     Config, Engine, EngineError, IngestOptions, IngestReport, NewTurn, Role, Scope, ScopeFilter,
-    SearchRequest, UnitKind,
+    SearchRequest, TurnVectors, UnitKind,
 };
 use chrono::{TimeZone, Utc};
 use common::{Place, embedder};
@@ -29,6 +29,7 @@ aril_store::conformance!(
     a_question_naming_a_speaker_prefers_what_that_speaker_said,
     the_focus_lists_rank_the_speakers_turns_by_what_they_say_not_by_their_name,
     a_question_naming_a_month_votes_for_what_was_said_that_month,
+    sentence_vectors_find_the_sentence_of_a_long_turn_that_answers,
     an_update_is_a_new_version_that_recall_prefers_and_history_keeps,
     deleting_a_memory_removes_every_version_and_rebuilds_what_held_it,
     a_short_reply_is_found_by_its_window_and_a_deleted_turn_leaves_its_neighbours_windows,
@@ -285,6 +286,52 @@ fn a_question_naming_a_month_votes_for_what_was_said_that_month(place: &Place) {
         "{:?}",
         plain.results
     );
+}
+
+fn sentence_vectors_find_the_sentence_of_a_long_turn_that_answers(place: &Place) {
+    // One sentence of a long turn about a career answers; two short turns are about age as a
+    // whole. Each turn in a session of its own, so no segment lends one turn another's rank.
+    let turns = vec![
+        turn(
+            "u",
+            "s1",
+            0,
+            "I've been thinking a lot about my career lately. I work in accounting at a \
+             mid-sized firm, and the hours have been brutal during tax season. My manager keeps \
+             piling on new clients without hiring anyone. I'm considering a move into data \
+             science, and I've started an online course in Python and statistics. By the way, I \
+             just turned 32 last month, so I wonder if it's too late to switch. What do you \
+             think about bootcamps versus a master's degree?",
+        ),
+        turn(
+            "u",
+            "s2",
+            2,
+            "My nephew is turning seven next weekend and I need a birthday gift idea.",
+        ),
+        turn(
+            "u",
+            "s3",
+            4,
+            "At what age should a child learn to ride a bike?",
+        ),
+    ];
+    let question = "How old did I turn recently?";
+    let first = |turn_vectors| {
+        let mut config = only_lists(|r| r.w_dense_turns = 1.0);
+        config.turn_vectors = turn_vectors;
+        let place = place.like();
+        let mut engine = place.open_with(config);
+        ingest(&mut engine, turns.clone(), true);
+        search(&mut engine, "u", question, 3).results[0]
+            .text
+            .clone()
+    };
+    let by_sentence = first(TurnVectors::Sentences);
+    assert!(by_sentence.contains("turned 32"), "{by_sentence}");
+    // The whole turn's one vector averages that sentence away among the rest.
+    let whole = first(TurnVectors::Chunks);
+    assert!(!whole.contains("turned 32"), "{whole}");
 }
 
 fn budget_bounds_the_context(place: &Place) {

@@ -42,7 +42,8 @@ pub struct StoredChunk {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Embedding {
     pub model: String,
-    /// [`aril_core::content_hash`] of the embedded text.
+    /// The entry's key: a [`aril_core::content_hash`] of the embedded text (with the rule it was
+    /// cut by, when that is not the default whole-text chunking; the engine decides).
     pub text_hash: String,
     pub pieces: u32,
     pub chunks: Vec<StoredChunk>,
@@ -55,7 +56,8 @@ pub struct SegmentRecord {
     pub text_hash: String,
 }
 
-/// A turn with the hash of its embedded text (the rendered `Speaker: text`).
+/// A turn with the key of its vectors in the embedding cache (a hash of the rendered
+/// `Speaker: text`, and of the rule it was embedded by when that is not the default).
 #[derive(Debug, Clone, PartialEq)]
 pub struct TurnRecord {
     pub turn: Turn,
