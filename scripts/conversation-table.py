@@ -5,7 +5,7 @@ conversation and budget, and the categories where `aril` is below `verbatim-chun
     scripts/conversation-table.py DIR"""
 import json, pathlib, statistics, sys
 
-VARIANTS = ["aril", "no-focus", "no-dates", "no-windows", "rrf-k60", "verbatim-chunks"]
+VARIANTS = ["aril", "no-focus", "no-dates", "no-windows", "rrf-k60", "whole-turns", "verbatim-chunks"]
 BUDGETS = ["1k", "2k", "4k"]
 
 root = pathlib.Path(sys.argv[1])
