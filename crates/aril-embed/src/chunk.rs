@@ -1,5 +1,6 @@
 //! Turning texts into vectors without losing any of them: texts longer than the model reads are
-//! split into balanced chunks of word pieces, each embedded on its own.
+//! split into balanced chunks of word pieces, each embedded on its own; or a text is embedded
+//! sentence by sentence, each sentence chunked the same way.
 
 use unicode_segmentation::UnicodeSegmentation;
 
