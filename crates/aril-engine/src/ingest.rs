@@ -254,11 +254,12 @@ impl Engine {
             .map(|(_, text)| text.clone())
             .collect();
         let (embeddings, mut fresh) = self.embed_cached(&dense_texts, prepared)?;
-        let wanted: HashSet<String> = dense_texts.iter().map(|t| self.vector_key(t)).collect();
+        // The batch's cache keys, as `embed_cached` computed them.
+        let wanted: HashSet<&str> = embeddings.iter().map(|e| e.text_hash.as_str()).collect();
         fresh.extend(
             prepared
                 .iter()
-                .filter(|e| wanted.contains(&e.text_hash))
+                .filter(|e| wanted.contains(e.text_hash.as_str()))
                 .cloned(),
         );
         let mut dense_vectors = embeddings.iter().map(Self::mean_vector);
