@@ -370,7 +370,8 @@ impl Engine {
         Ok((records, fresh))
     }
 
-    fn is_dense(&self, role: Role) -> bool {
+    /// Whether turns of `role` get dense vectors (`dense_roles`).
+    pub(crate) fn is_dense(&self, role: Role) -> bool {
         self.config.dense_roles.contains(&role)
     }
 

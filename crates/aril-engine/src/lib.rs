@@ -53,7 +53,7 @@ pub use aril_store::{
 };
 pub use ask::{AskRequest, AskResponse, ContextItem, Profile, Recalled};
 pub use card_memory::CardMemory;
-pub use config::{Config, RecallConfig, SegmentUse, SegmentVectors, TurnVectors};
+pub use config::{Config, LexicalTurnRoles, RecallConfig, SegmentUse, SegmentVectors, TurnVectors};
 pub use consolidate::{
     ConsolidateOptions, ConsolidateReport, EncodeAttempt, EncodeJob, EncodeOutcome,
 };

@@ -1,16 +1,17 @@
 //! The LLM-free read path: the question is embedded once, then ranked lists are taken inside the
-//! scope (cosine over turn chunks, BM25 over turns, cosine over segment chunks, BM25 over each
-//! turn's lexical window, BM25 over segments when weighted) and fused with RRF; a question naming
-//! one of the scope's speakers adds three more ([`crate::focus`]), and one naming a day, month or
-//! year three more ([`crate::dated`]). By default a segment's rank is
-//! credited to each of its turns (`SegmentUse::RankTurns`): the segment's context lifts the turns
-//! it holds, and only turns are shown. The fused units are packed into `k` and an optional token
-//! budget; no turn is shown twice (a segment shown as a unit shows only the turns a better-ranked
-//! unit has not).
+//! scope (cosine over turn chunks, BM25 over the dense roles' turns, cosine over segment chunks,
+//! BM25 over each turn's lexical window, BM25 over segments when weighted) and fused with RRF; a
+//! question naming one of the scope's speakers adds three more ([`crate::focus`]), and one naming
+//! a day, month or year three more ([`crate::dated`]). By default a segment's rank is credited to
+//! each of its turns (`SegmentUse::RankTurns`): the segment's context lifts the turns it holds,
+//! and only turns are shown. The fused units are packed into `k` and an optional token budget; no
+//! turn is shown twice (a segment shown as a unit shows only the turns a better-ranked unit has
+//! not).
 //!
 //! Cost per query: one embedding (no cache write), two passes over the user's chunk vectors,
-//! two or three tantivy queries, a few store reads; each focus (speaker, date) adds one
-//! embedding, one pass and two tantivy queries.
+//! two or three tantivy queries (the BM25 turn list `focus_depth` times deeper when it keeps the
+//! dense roles' turns), a few store reads; each focus (speaker, date) adds one embedding, one
+//! pass and two tantivy queries.
 
 use std::collections::HashMap;
 
@@ -22,7 +23,7 @@ use aril_store::UnitKind;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::{Engine, EngineError, SegmentUse};
+use crate::{Engine, EngineError, LexicalTurnRoles, SegmentUse};
 
 /// A question to recall for.
 #[derive(Debug, Clone)]
@@ -183,7 +184,8 @@ impl Engine {
         let c = r.candidates;
         let dense_turns = self.dense_hits(filter, qv, c, UnitKind::Turn)?;
         let dense_segments = self.dense_hits(filter, qv, c, UnitKind::Segment)?;
-        let lexical_turns = self.lexical_hits(filter, query, c, UnitKind::Turn)?;
+        let mut read = TurnsById::new();
+        let lexical_turns = self.lexical_turn_hits(filter, query, c, &mut read)?;
         let lexical_segments = if r.w_lexical_segments > 0.0 {
             self.lexical_hits(filter, query, c, UnitKind::Segment)?
         } else {
@@ -194,7 +196,6 @@ impl Engine {
         } else {
             Vec::new()
         };
-        let mut read = TurnsById::new();
         let focus = if r.w_focus > 0.0 {
             self.speaker_focus(
                 filter,
@@ -241,6 +242,38 @@ impl Engine {
             r.rrf_k,
         );
         self.resolve(&fused, &filter.user_id, read)
+    }
+
+    /// The `k` turns BM25 ranks best for `query`, of the roles `recall.lexical_turn_roles`
+    /// admits: kept to the dense roles, the list is searched `focus_depth` times deeper, its
+    /// turns read into `read`, and the first `k` of those roles kept.
+    fn lexical_turn_hits(
+        &self,
+        filter: &ScopeFilter,
+        query: &str,
+        k: usize,
+        read: &mut TurnsById,
+    ) -> Result<Vec<Hit>, EngineError> {
+        if self.config.recall.lexical_turn_roles == LexicalTurnRoles::All {
+            return self.lexical_hits(filter, query, k, UnitKind::Turn);
+        }
+        let depth = k * self.config.recall.focus_depth.max(1);
+        let deep = self.lexical_hits(filter, query, depth, UnitKind::Turn)?;
+        self.read_hit_turns(&[&deep], read)?;
+        Ok(deep
+            .into_iter()
+            .filter(|h| self.lexical_turn_admitted(read, h))
+            .take(k)
+            .collect())
+    }
+
+    /// Whether a BM25 turn hit may vote under `recall.lexical_turn_roles`: its turn has been read
+    /// into `read` and, unless every role is admitted, is of a dense role.
+    fn lexical_turn_admitted(&self, read: &TurnsById, hit: &Hit) -> bool {
+        read.get(&TurnId(hit.id.clone())).is_some_and(|t| {
+            self.config.recall.lexical_turn_roles == LexicalTurnRoles::All
+                || self.is_dense(t.turn.role)
+        })
     }
 
     /// BM25 over the turns' lexical windows; a window hit stands for its turn.
@@ -325,6 +358,10 @@ impl Engine {
                 .filter(|h| read.get(&TurnId(h.id.clone())).is_some_and(&keep))
                 .collect()
         };
+        let lexical = lexical
+            .into_iter()
+            .filter(|h| self.lexical_turn_admitted(read, h))
+            .collect();
         Ok(FocusLists {
             dense: kept(dense),
             lexical: kept(lexical),

@@ -8,8 +8,8 @@ use std::sync::atomic::AtomicBool;
 mod common;
 
 use aril_engine::{
-    Config, Engine, EngineError, IngestOptions, IngestReport, NewTurn, Role, Scope, ScopeFilter,
-    SearchRequest, TurnVectors, UnitKind,
+    Config, Engine, EngineError, IngestOptions, IngestReport, LexicalTurnRoles, NewTurn, Role,
+    Scope, ScopeFilter, SearchRequest, TurnVectors, UnitKind,
 };
 use chrono::{TimeZone, Utc};
 use common::{Place, embedder};
@@ -33,6 +33,7 @@ aril_store::conformance!(
     an_update_is_a_new_version_that_recall_prefers_and_history_keeps,
     deleting_a_memory_removes_every_version_and_rebuilds_what_held_it,
     a_short_reply_is_found_by_its_window_and_a_deleted_turn_leaves_its_neighbours_windows,
+    the_bm25_turn_list_ranks_the_dense_roles_turns_unless_told_all,
 );
 
 fn turn(user: &str, session: &str, n: u32, text: &str) -> NewTurn {
@@ -868,4 +869,54 @@ fn a_real_model_embeds_through_an_openai_compatible_endpoint_and_recall_works() 
     ingest(&mut engine, conversation("u"), true);
     let r = search(&mut engine, "u", "marathon in Lisbon", 3);
     assert!(texts(&r).contains("Lisbon"), "{}", texts(&r));
+}
+
+fn the_bm25_turn_list_ranks_the_dense_roles_turns_unless_told_all(place: &Place) {
+    // `turn` alternates user (even) and assistant (odd) turns; the assistant's reply holds the
+    // most of the question's words, as wordy replies do.
+    let turns = vec![
+        turn("u", "s1", 0, "I bought a second-hand camera last spring."),
+        turn(
+            "u",
+            "s1",
+            1,
+            "For that camera, a fast prime lens and a sturdy tripod are the accessories to add.",
+        ),
+        turn("u", "s1", 2, "I take my tripod along when I hike."),
+        turn(
+            "u",
+            "s1",
+            3,
+            "Then a light carbon tripod will serve you well.",
+        ),
+    ];
+    let question = "Which lens or tripod accessories suit my camera?";
+    // Only the BM25 turn list votes. By default it ranks the dense roles' turns (`dense_roles`
+    // is `["user"]`): no assistant reply votes, both user turns do.
+    let mut engine = place.open_with(only_lists(|r| r.w_lexical_turns = 1.0));
+    ingest(&mut engine, turns, true);
+    let found = search(&mut engine, "u", question, 4);
+    let mut voted_for = voted(&found);
+    voted_for.sort();
+    assert_eq!(
+        voted_for,
+        [
+            "User: I bought a second-hand camera last spring.",
+            "User: I take my tripod along when I hike.",
+        ],
+        "{:?}",
+        found.results
+    );
+    drop(engine);
+    // With every role admitted, the assistant's reply, richest in the question's words, leads.
+    let mut config = only_lists(|r| r.w_lexical_turns = 1.0);
+    config.recall.lexical_turn_roles = LexicalTurnRoles::All;
+    let mut all = place.open_with(config);
+    let found = search(&mut all, "u", question, 4);
+    let voted_for = voted(&found);
+    assert_eq!(voted_for.len(), 4, "{:?}", found.results);
+    assert!(
+        voted_for[0].starts_with("Assistant: For that camera"),
+        "{voted_for:?}"
+    );
 }
