@@ -213,3 +213,29 @@ impl Config {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `docs/configuration.md` shows the defaults as a TOML file: it must load, and every value
+    /// it states must be the code's default, so the page cannot drift from the code.
+    #[test]
+    fn the_documented_configuration_loads_and_states_the_defaults() {
+        let page = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/configuration.md");
+        let page = std::fs::read_to_string(page).unwrap();
+        let block = page
+            .split("```toml\n")
+            .nth(1)
+            .and_then(|rest| rest.split("\n```").next())
+            .unwrap();
+        let mut documented: Config = toml::from_str(block).unwrap();
+        documented.validate().unwrap();
+        // The page names the batch that 0 (the default) stands for, and its model sections hold
+        // only commented examples.
+        assert_eq!(documented.ingest_batch, Config::default().batch_size());
+        documented.ingest_batch = Config::default().ingest_batch;
+        documented.llm = aril_llm::LlmSettings::default();
+        assert_eq!(documented, Config::default());
+    }
+}
