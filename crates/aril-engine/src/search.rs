@@ -185,7 +185,7 @@ impl Engine {
         let dense_turns = self.dense_hits(filter, qv, c, UnitKind::Turn)?;
         let dense_segments = self.dense_hits(filter, qv, c, UnitKind::Segment)?;
         let mut read = TurnsById::new();
-        let lexical_turns = self.lexical_turn_hits(filter, query, c, &mut read)?;
+        let lexical_turns = self.lexical_turn_hits(filter, query, &mut read)?;
         let lexical_segments = if r.w_lexical_segments > 0.0 {
             self.lexical_hits(filter, query, c, UnitKind::Segment)?
         } else {
@@ -244,36 +244,37 @@ impl Engine {
         self.resolve(&fused, &filter.user_id, read)
     }
 
-    /// The `k` turns BM25 ranks best for `query`, of the roles `recall.lexical_turn_roles`
-    /// admits: kept to the dense roles, the list is searched `focus_depth` times deeper, its
-    /// turns read into `read`, and the first `k` of those roles kept.
+    /// The `candidates` turns BM25 ranks best for `query`, of the roles
+    /// `recall.lexical_turn_roles` admits: kept to the dense roles, the list is searched as deep
+    /// as a restricted list ([`Engine::restricted_depth`]), its turns read into `read`, and the
+    /// first `candidates` of those roles kept.
     fn lexical_turn_hits(
         &self,
         filter: &ScopeFilter,
         query: &str,
-        k: usize,
         read: &mut TurnsById,
     ) -> Result<Vec<Hit>, EngineError> {
+        let c = self.config.recall.candidates;
         if self.config.recall.lexical_turn_roles == LexicalTurnRoles::All {
-            return self.lexical_hits(filter, query, k, UnitKind::Turn);
+            return self.lexical_hits(filter, query, c, UnitKind::Turn);
         }
-        let depth = k * self.config.recall.focus_depth.max(1);
-        let deep = self.lexical_hits(filter, query, depth, UnitKind::Turn)?;
+        let deep = self.lexical_hits(filter, query, self.restricted_depth(), UnitKind::Turn)?;
         self.read_hit_turns(&[&deep], read)?;
-        Ok(deep
-            .into_iter()
-            .filter(|h| self.lexical_turn_admitted(read, h))
-            .take(k)
-            .collect())
+        let mut kept = kept_hits(deep, read, |t| self.lexical_admits(t));
+        kept.truncate(c);
+        Ok(kept)
     }
 
-    /// Whether a BM25 turn hit may vote under `recall.lexical_turn_roles`: its turn has been read
-    /// into `read` and, unless every role is admitted, is of a dense role.
-    fn lexical_turn_admitted(&self, read: &TurnsById, hit: &Hit) -> bool {
-        read.get(&TurnId(hit.id.clone())).is_some_and(|t| {
-            self.config.recall.lexical_turn_roles == LexicalTurnRoles::All
-                || self.is_dense(t.turn.role)
-        })
+    /// Whether BM25 over turns may rank `turn` (`recall.lexical_turn_roles`).
+    fn lexical_admits(&self, turn: &Turn) -> bool {
+        self.config.recall.lexical_turn_roles == LexicalTurnRoles::All
+            || self.is_dense(turn.turn.role)
+    }
+
+    /// How deep a list that keeps only some turns is searched, so that about `candidates`
+    /// remain: `focus_depth` times `candidates`.
+    fn restricted_depth(&self) -> usize {
+        self.config.recall.candidates * self.config.recall.focus_depth.max(1)
     }
 
     /// BM25 over the turns' lexical windows; a window hit stands for its turn.
@@ -347,25 +348,16 @@ impl Engine {
         read: &mut TurnsById,
         keep: impl Fn(&Turn) -> bool,
     ) -> Result<FocusLists, EngineError> {
-        let depth = self.config.recall.candidates * self.config.recall.focus_depth.max(1);
+        let depth = self.restricted_depth();
         let qv = self.embed_query(asked)?;
         let dense = self.dense_hits(filter, &qv, depth, UnitKind::Turn)?;
         let lexical = self.lexical_hits(filter, asked, depth, UnitKind::Turn)?;
         let windows = self.window_hits(filter, asked, depth)?;
         self.read_hit_turns(&[&dense, &lexical, &windows], read)?;
-        let kept = |hits: Vec<Hit>| -> Vec<Hit> {
-            hits.into_iter()
-                .filter(|h| read.get(&TurnId(h.id.clone())).is_some_and(&keep))
-                .collect()
-        };
-        let lexical = lexical
-            .into_iter()
-            .filter(|h| self.lexical_turn_admitted(read, h))
-            .collect();
         Ok(FocusLists {
-            dense: kept(dense),
-            lexical: kept(lexical),
-            windows: kept(windows),
+            dense: kept_hits(dense, read, &keep),
+            lexical: kept_hits(lexical, read, |t| keep(t) && self.lexical_admits(t)),
+            windows: kept_hits(windows, read, &keep),
         })
     }
 
@@ -509,4 +501,11 @@ impl Engine {
         }
         Ok(out)
     }
+}
+
+/// The hits whose turn `read` holds and `keep` admits, in their order.
+fn kept_hits(hits: Vec<Hit>, read: &TurnsById, keep: impl Fn(&Turn) -> bool) -> Vec<Hit> {
+    hits.into_iter()
+        .filter(|h| read.get(&TurnId(h.id.clone())).is_some_and(&keep))
+        .collect()
 }
