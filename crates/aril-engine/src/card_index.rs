@@ -56,8 +56,10 @@ impl CardsView<'_> {
         k: usize,
     ) -> Result<Vec<Hit>, EngineError> {
         match (self.search, &self.index.lexical) {
-            (Some(search), _) => Ok(search.lexical(filter, query, k, UnitKind::Card)?),
-            (None, Some(lexical)) => Ok(lexical.search(filter, query, k, &[UnitKind::Card])?),
+            (Some(search), _) => Ok(search.lexical(filter, query, k, UnitKind::Card, None)?),
+            (None, Some(lexical)) => {
+                Ok(lexical.search(filter, query, k, &[UnitKind::Card], None)?)
+            }
             (None, None) => Err(EngineError::NoIndex),
         }
     }
@@ -140,6 +142,7 @@ impl Engine {
                         scope: c.scope.clone(),
                         text: aril_store::card_lexical_text(c),
                         seq,
+                        role: None,
                     })
                     .collect();
                 lexical.add(&units, Watermark::default())?;

@@ -62,7 +62,8 @@ pub struct RecallConfig {
     pub w_lexical_turns: f32,
     /// Which turns the BM25 turn lists rank: `dense_roles` (default) the turns of `dense_roles`
     /// only, the turns the dense turn lists rank, so both turn lists vote among the same turns;
-    /// `all` every turn. Either way every turn stays in its window's BM25 list and its segment.
+    /// `all` every turn. Either way every turn stays in its window's BM25 list and its segment,
+    /// and BM25's statistics count every turn.
     /// Measured (docs/benchmarks.md): on LongMemEval, whose assistant replies are long and share
     /// a request's words ("suggest", "current"), keeping them out lifts the dev file widened five
     /// times (scripts/widen-longmemeval) from rankfor R@5 / R@10 91.9 / 96.7 to 93.8 / 97.5;
@@ -85,9 +86,8 @@ pub struct RecallConfig {
     /// lists searched again for the question without the date, restricted to the turns said in
     /// the one day, month or year a question names; `crate::dated`). 0 turns date focus off.
     pub w_dated: f32,
-    /// How much deeper than `candidates` a list that keeps only some turns is searched first (the
-    /// focus lists keep the named speaker's or period's turns, the BM25 turn lists the dense
-    /// roles'), so each still holds about `candidates` turns.
+    /// How much deeper than `candidates` a focus list is searched first (it keeps the named
+    /// speaker's or period's turns), so it still holds about `candidates` turns.
     pub focus_depth: usize,
     /// Results returned when the caller gives no `k`.
     pub default_k: usize,

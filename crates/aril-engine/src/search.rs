@@ -9,9 +9,9 @@
 //! not).
 //!
 //! Cost per query: one embedding (no cache write), two passes over the user's chunk vectors,
-//! two or three tantivy queries (the BM25 turn list `focus_depth` times deeper when it keeps the
-//! dense roles' turns), a few store reads; each focus (speaker, date) adds one embedding, one
-//! pass and two tantivy queries.
+//! two or three tantivy queries (the BM25 turn list keeps the dense roles' turns inside its
+//! query), a few store reads; each focus (speaker, date) adds one embedding, one pass and two
+//! tantivy queries, `focus_depth` times deeper.
 
 use std::collections::HashMap;
 
@@ -184,8 +184,8 @@ impl Engine {
         let c = r.candidates;
         let dense_turns = self.dense_hits(filter, qv, c, UnitKind::Turn)?;
         let dense_segments = self.dense_hits(filter, qv, c, UnitKind::Segment)?;
+        let lexical_turns = self.lexical_hits(filter, query, c, UnitKind::Turn)?;
         let mut read = TurnsById::new();
-        let lexical_turns = self.lexical_turn_hits(filter, query, &mut read)?;
         let lexical_segments = if r.w_lexical_segments > 0.0 {
             self.lexical_hits(filter, query, c, UnitKind::Segment)?
         } else {
@@ -242,39 +242,6 @@ impl Engine {
             r.rrf_k,
         );
         self.resolve(&fused, &filter.user_id, read)
-    }
-
-    /// The `candidates` turns BM25 ranks best for `query`, of the roles
-    /// `recall.lexical_turn_roles` admits: kept to the dense roles, the list is searched as deep
-    /// as a restricted list ([`Engine::restricted_depth`]), its turns read into `read`, and the
-    /// first `candidates` of those roles kept.
-    fn lexical_turn_hits(
-        &self,
-        filter: &ScopeFilter,
-        query: &str,
-        read: &mut TurnsById,
-    ) -> Result<Vec<Hit>, EngineError> {
-        let c = self.config.recall.candidates;
-        if self.config.recall.lexical_turn_roles == LexicalTurnRoles::All {
-            return self.lexical_hits(filter, query, c, UnitKind::Turn);
-        }
-        let deep = self.lexical_hits(filter, query, self.restricted_depth(), UnitKind::Turn)?;
-        self.read_hit_turns(&[&deep], read)?;
-        let mut kept = kept_hits(deep, read, |t| self.lexical_admits(t));
-        kept.truncate(c);
-        Ok(kept)
-    }
-
-    /// Whether BM25 over turns may rank `turn` (`recall.lexical_turn_roles`).
-    fn lexical_admits(&self, turn: &Turn) -> bool {
-        self.config.recall.lexical_turn_roles == LexicalTurnRoles::All
-            || self.is_dense(turn.turn.role)
-    }
-
-    /// How deep a list that keeps only some turns is searched, so that about `candidates`
-    /// remain: `focus_depth` times `candidates`.
-    fn restricted_depth(&self) -> usize {
-        self.config.recall.candidates * self.config.recall.focus_depth.max(1)
     }
 
     /// BM25 over the turns' lexical windows; a window hit stands for its turn.
@@ -348,7 +315,7 @@ impl Engine {
         read: &mut TurnsById,
         keep: impl Fn(&Turn) -> bool,
     ) -> Result<FocusLists, EngineError> {
-        let depth = self.restricted_depth();
+        let depth = self.config.recall.candidates * self.config.recall.focus_depth.max(1);
         let qv = self.embed_query(asked)?;
         let dense = self.dense_hits(filter, &qv, depth, UnitKind::Turn)?;
         let lexical = self.lexical_hits(filter, asked, depth, UnitKind::Turn)?;
@@ -356,7 +323,7 @@ impl Engine {
         self.read_hit_turns(&[&dense, &lexical, &windows], read)?;
         Ok(FocusLists {
             dense: kept_hits(dense, read, &keep),
-            lexical: kept_hits(lexical, read, |t| keep(t) && self.lexical_admits(t)),
+            lexical: kept_hits(lexical, read, &keep),
             windows: kept_hits(windows, read, &keep),
         })
     }
@@ -414,8 +381,9 @@ impl Engine {
         }
     }
 
-    /// The `k` turns or segments BM25 ranks best for `query` inside the filter: the store's
-    /// search when it has one, else the data directory's tantivy index.
+    /// The `k` units of `kind` BM25 ranks best for `query` inside the filter: the store's
+    /// search when it has one, else the data directory's tantivy index. Turns are those of the
+    /// roles `recall.lexical_turn_roles` admits; windows and segments are every turn's.
     pub(crate) fn lexical_hits(
         &self,
         filter: &ScopeFilter,
@@ -423,9 +391,13 @@ impl Engine {
         k: usize,
         kind: UnitKind,
     ) -> Result<Vec<Hit>, EngineError> {
+        let roles = match (kind, self.config.recall.lexical_turn_roles) {
+            (UnitKind::Turn, LexicalTurnRoles::DenseRoles) => Some(&self.config.dense_roles[..]),
+            _ => None,
+        };
         match (self.store.search(), &self.local) {
-            (Some(search), _) => Ok(search.lexical(filter, query, k, kind)?),
-            (None, Some(local)) => Ok(local.lexical.search(filter, query, k, &[kind])?),
+            (Some(search), _) => Ok(search.lexical(filter, query, k, kind, roles)?),
+            (None, Some(local)) => Ok(local.lexical.search(filter, query, k, &[kind], roles)?),
             (None, None) => Err(EngineError::NoIndex),
         }
     }

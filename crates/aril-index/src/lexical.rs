@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use aril_core::ScopeFilter;
+use aril_core::{Role, ScopeFilter};
 use aril_store::{UnitKind, UnitText};
 use serde::{Deserialize, Serialize};
 use tantivy::collector::TopDocs;
@@ -38,6 +38,8 @@ struct Fields {
     user: Field,
     agent: Field,
     run: Field,
+    /// The role of the turn a turn or window unit stands for; absent on other units.
+    role: Field,
     text: Field,
 }
 
@@ -189,16 +191,31 @@ const QUERY_STOP_WORDS: &[&str] = &[
 ];
 
 impl LexicalIndex {
-    /// Opens the index in `dir`, creating it when absent.
+    /// Opens the index in `dir`, creating it when absent and starting it over, empty, when an
+    /// older aril built it with another layout.
     pub fn open(dir: &Path) -> Result<Self, IndexError> {
         let open_err = |reason: String| IndexError::Open {
             path: dir.display().to_string(),
             reason,
         };
-        std::fs::create_dir_all(dir).map_err(|e| open_err(e.to_string()))?;
-        let directory =
-            tantivy::directory::MmapDirectory::open(dir).map_err(|e| open_err(e.to_string()))?;
+        let open_directory = || {
+            std::fs::create_dir_all(dir).map_err(|e| open_err(e.to_string()))?;
+            tantivy::directory::MmapDirectory::open(dir).map_err(|e| open_err(e.to_string()))
+        };
+        let mut directory = open_directory()?;
         let (schema, fields) = Self::schema();
+        let exists = Index::exists(&directory).map_err(|e| open_err(e.to_string()))?;
+        if exists && Index::open(directory.clone())?.schema() != schema {
+            // Derived data: an index of an older layout is dropped, and the engine, finding no
+            // watermark, builds it again from the store.
+            tracing::info!(
+                "the lexical index at {} has an older layout: rebuilding it",
+                dir.display()
+            );
+            drop(directory);
+            std::fs::remove_dir_all(dir).map_err(|e| open_err(e.to_string()))?;
+            directory = open_directory()?;
+        }
         Self::with_index(Index::open_or_create(directory, schema)?, fields)
     }
 
@@ -245,6 +262,7 @@ impl LexicalIndex {
             user: builder.add_text_field("user", STRING),
             agent: builder.add_text_field("agent", STRING),
             run: builder.add_text_field("run", STRING),
+            role: builder.add_text_field("role", STRING),
             text: builder.add_text_field("text", text_options),
         };
         (builder.build(), fields)
@@ -295,6 +313,9 @@ impl LexicalIndex {
             doc.add_text(f.user, &u.scope.user_id);
             doc.add_text(f.agent, u.scope.agent_id.as_deref().unwrap_or(""));
             doc.add_text(f.run, u.scope.run_id.as_deref().unwrap_or(""));
+            if let Some(role) = u.role {
+                doc.add_text(f.role, role.as_str());
+            }
             doc.add_text(f.text, &u.text);
             self.writer.add_document(doc)?;
         }
@@ -375,14 +396,17 @@ impl LexicalIndex {
         Box::new(BooleanQuery::new(clauses))
     }
 
-    /// The `k` best units for `query` by BM25 inside the filter. An empty or stop-word-only query
-    /// finds nothing.
+    /// The `k` best units of `kinds` for `query` by BM25 inside the filter. With `roles`, only
+    /// units of turns of those roles are returned (segments and cards have none); the BM25
+    /// statistics still come from every unit of the filter and kinds. An empty or
+    /// stop-word-only query finds nothing.
     pub fn search(
         &self,
         filter: &ScopeFilter,
         query: &str,
         k: usize,
         kinds: &[UnitKind],
+        roles: Option<&[Role]>,
     ) -> Result<Vec<Hit>, IndexError> {
         let f = &self.fields;
         let mut analyzer = self.query_analyzer.clone();
@@ -404,24 +428,12 @@ impl LexicalIndex {
         if terms.is_empty() || k == 0 {
             return Ok(Vec::new());
         }
-        let kind_clauses: Vec<(Occur, Box<dyn Query>)> = kinds
-            .iter()
-            .map(|kind| -> (Occur, Box<dyn Query>) {
-                (
-                    Occur::Should,
-                    Box::new(TermQuery::new(
-                        Term::from_field_text(f.kind, kind.as_str()),
-                        IndexRecordOption::Basic,
-                    )),
-                )
-            })
-            .collect();
-        // The units this search may return: its scope, of its kinds.
+        // The units whose statistics the scores use: the search's scope, of its kinds.
         let units = BooleanQuery::new(vec![
             (Occur::Must, self.filter_query(filter)),
             (
                 Occur::Must,
-                Box::new(BooleanQuery::new(kind_clauses)) as Box<dyn Query>,
+                any_of(f.kind, kinds.iter().map(|k| k.as_str())),
             ),
         ]);
         let searcher = self.reader.searcher();
@@ -431,7 +443,7 @@ impl LexicalIndex {
         if docs.is_empty() {
             return Ok(Vec::new());
         }
-        let query = BooleanQuery::new(vec![
+        let mut clauses = vec![
             (
                 Occur::Must,
                 Box::new(BooleanQuery::new(terms)) as Box<dyn Query>,
@@ -440,7 +452,13 @@ impl LexicalIndex {
                 Occur::Must,
                 Box::new(ConstScoreQuery::new(Box::new(units), 0.0)),
             ),
-        ]);
+        ];
+        // Of those, the units it returns (a condition, adding nothing to the score).
+        if let Some(roles) = roles {
+            let returned = any_of(f.role, roles.iter().map(|r| r.as_str()));
+            clauses.push((Occur::Must, Box::new(ConstScoreQuery::new(returned, 0.0))));
+        }
+        let query = BooleanQuery::new(clauses);
         let stats = ScopeStats {
             searcher: &searcher,
             docs: &docs,
@@ -490,6 +508,22 @@ impl LexicalIndex {
     }
 }
 
+/// A query for the documents whose `field` holds any of `values`.
+fn any_of<'a>(field: Field, values: impl Iterator<Item = &'a str>) -> Box<dyn Query> {
+    let clauses = values
+        .map(|value| -> (Occur, Box<dyn Query>) {
+            (
+                Occur::Should,
+                Box::new(TermQuery::new(
+                    Term::from_field_text(field, value),
+                    IndexRecordOption::Basic,
+                )),
+            )
+        })
+        .collect();
+    Box::new(BooleanQuery::new(clauses))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -502,6 +536,7 @@ mod tests {
             scope: Scope::user(user).unwrap(),
             text: text.into(),
             seq,
+            role: Some(Role::User),
         }
     }
 
@@ -528,6 +563,7 @@ mod tests {
                 "paintings of a sunrise",
                 10,
                 &[UnitKind::Turn],
+                None,
             )
             .unwrap();
         assert_eq!(
@@ -535,7 +571,7 @@ mod tests {
             vec!["a"]
         );
         assert!(
-            idx.search(&ScopeFilter::user("u1"), "", 10, &[UnitKind::Turn])
+            idx.search(&ScopeFilter::user("u1"), "", 10, &[UnitKind::Turn], None)
                 .unwrap()
                 .is_empty()
         );
@@ -544,7 +580,8 @@ mod tests {
                 &ScopeFilter::user("u1"),
                 "sunrise",
                 10,
-                &[UnitKind::Segment]
+                &[UnitKind::Segment],
+                None
             )
             .unwrap()
             .is_empty()
@@ -575,6 +612,7 @@ mod tests {
                 "what was the dog called and what did it do",
                 10,
                 &[UnitKind::Turn],
+                None,
             )
             .unwrap();
         assert_eq!(
@@ -586,7 +624,8 @@ mod tests {
                 &ScopeFilter::user("u"),
                 "what was it",
                 10,
-                &[UnitKind::Turn]
+                &[UnitKind::Turn],
+                None
             )
             .unwrap()
             .is_empty()
@@ -621,14 +660,26 @@ mod tests {
         let idx = LexicalIndex::open(dir.path()).unwrap();
         assert_eq!(idx.len(), 1);
         assert!(
-            idx.search(&ScopeFilter::user("u1"), "zebra", 5, &[UnitKind::Turn])
-                .unwrap()
-                .is_empty()
+            idx.search(
+                &ScopeFilter::user("u1"),
+                "zebra",
+                5,
+                &[UnitKind::Turn],
+                None
+            )
+            .unwrap()
+            .is_empty()
         );
         assert_eq!(
-            idx.search(&ScopeFilter::user("u2"), "zebra", 5, &[UnitKind::Turn])
-                .unwrap()
-                .len(),
+            idx.search(
+                &ScopeFilter::user("u2"),
+                "zebra",
+                5,
+                &[UnitKind::Turn],
+                None
+            )
+            .unwrap()
+            .len(),
             1
         );
         assert_eq!(idx.watermark().unwrap().turn_seq, 2);
@@ -649,7 +700,13 @@ mod tests {
         .unwrap();
         idx.delete_units(&["a"]).unwrap();
         let hits = idx
-            .search(&ScopeFilter::user("u1"), "zebra", 5, &[UnitKind::Turn])
+            .search(
+                &ScopeFilter::user("u1"),
+                "zebra",
+                5,
+                &[UnitKind::Turn],
+                None,
+            )
             .unwrap();
         assert_eq!(
             hits.iter().map(|h| h.id.as_str()).collect::<Vec<_>>(),
@@ -682,7 +739,7 @@ mod tests {
     }
 
     fn scores(idx: &LexicalIndex, user: &str, query: &str, kind: UnitKind) -> Vec<(String, f32)> {
-        idx.search(&ScopeFilter::user(user), query, 10, &[kind])
+        idx.search(&ScopeFilter::user(user), query, 10, &[kind], None)
             .unwrap()
             .into_iter()
             .map(|h| (h.id, h.score))
@@ -760,7 +817,7 @@ mod tests {
         idx.add(&[unit("z", "u1", "lake lake", 5)], watermark(5))
             .unwrap();
         let top = |k| -> Vec<String> {
-            idx.search(&ScopeFilter::user("u1"), "lake", k, &[UnitKind::Turn])
+            idx.search(&ScopeFilter::user("u1"), "lake", k, &[UnitKind::Turn], None)
                 .unwrap()
                 .into_iter()
                 .map(|h| h.id)
@@ -770,5 +827,73 @@ mod tests {
         // A cut inside the tie keeps the smallest ids.
         assert_eq!(top(3), ["z", "a", "b"]);
         assert_eq!(top(10), ["z", "a", "b", "c", "d"]);
+    }
+
+    #[test]
+    fn a_role_restriction_returns_those_roles_turns_scored_as_among_all() {
+        let reply = UnitText {
+            role: Some(Role::Assistant),
+            ..unit("b", "u1", "zebra zebra zebra", 2)
+        };
+        let segment = UnitText {
+            kind: UnitKind::Segment,
+            role: None,
+            ..unit("s", "u1", "zebra lake", 4)
+        };
+        let (_dir, idx) = index_of(&[
+            unit("a", "u1", "zebra lake", 1),
+            reply,
+            unit("c", "u1", "mountain", 3),
+            segment,
+        ]);
+        let find = |kinds: &[UnitKind], roles: Option<&[Role]>| -> Vec<(String, f32)> {
+            idx.search(&ScopeFilter::user("u1"), "zebra", 10, kinds, roles)
+                .unwrap()
+                .into_iter()
+                .map(|h| (h.id, h.score))
+                .collect()
+        };
+        let every = find(&[UnitKind::Turn], None);
+        assert_eq!(
+            every.iter().map(|h| h.0.as_str()).collect::<Vec<_>>(),
+            ["b", "a"]
+        );
+        // The reply is not returned, and "a" keeps the score the reply's statistics gave it.
+        assert_eq!(
+            find(&[UnitKind::Turn], Some(&[Role::User])),
+            vec![every[1].clone()]
+        );
+        assert_eq!(find(&[UnitKind::Segment], None).len(), 1);
+        assert!(find(&[UnitKind::Segment], Some(&[Role::User])).is_empty());
+    }
+
+    #[test]
+    fn an_index_of_an_older_layout_starts_over_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            // The layout before roles: no role field.
+            let mut builder = Schema::builder();
+            let id = builder.add_text_field("id", STRING | STORED);
+            let text = builder.add_text_field("text", tantivy::schema::TEXT);
+            let index = Index::create_in_dir(dir.path(), builder.build()).unwrap();
+            let mut writer: IndexWriter = index.writer_with_num_threads(1, WRITER_MEMORY).unwrap();
+            let mut doc = TantivyDocument::default();
+            doc.add_text(id, "old");
+            doc.add_text(text, "zebra");
+            writer.add_document(doc).unwrap();
+            let mut prepared = writer.prepare_commit().unwrap();
+            prepared.set_payload(&serde_json::to_string(&watermark(7)).unwrap());
+            prepared.commit().unwrap();
+        }
+        let mut idx = LexicalIndex::open(dir.path()).unwrap();
+        assert!(idx.is_empty());
+        assert_eq!(idx.watermark().unwrap(), Watermark::default());
+        idx.add(&[unit("a", "u1", "zebra lake", 1)], watermark(1))
+            .unwrap();
+        drop(idx);
+        // Reopened with the current layout, it is kept.
+        let idx = LexicalIndex::open(dir.path()).unwrap();
+        assert_eq!(idx.len(), 1);
+        assert_eq!(scores(&idx, "u1", "zebra", UnitKind::Turn).len(), 1);
     }
 }

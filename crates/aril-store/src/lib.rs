@@ -19,7 +19,7 @@ pub mod transfer;
 
 use std::collections::{HashMap, HashSet};
 
-use aril_core::{Card, Scope, ScopeFilter, Segment, SegmentId, Turn, TurnId};
+use aril_core::{Card, Role, Scope, ScopeFilter, Segment, SegmentId, Turn, TurnId};
 use aril_segment::OpenSegment;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -214,12 +214,16 @@ pub trait StoreSearch {
     ) -> Result<Vec<Hit>, StoreError>;
     /// The `k` units of `kind` inside the filter with the best BM25 score (k1 = 1.2, b = 0.75,
     /// statistics over the filter's units of that kind) for the words of `query`, best first.
+    /// With `roles`, only the turns (or windows) of turns of those roles are returned, while the
+    /// statistics still count every unit of the kind; segments and cards have no role, so a role
+    /// restriction finds none of them.
     fn lexical(
         &self,
         filter: &ScopeFilter,
         query: &str,
         k: usize,
         kind: UnitKind,
+        roles: Option<&[Role]>,
     ) -> Result<Vec<Hit>, StoreError>;
 }
 
@@ -264,6 +268,9 @@ pub struct UnitText {
     pub text: String,
     /// Store order of the unit inside its kind; indexes remember the highest they have seen.
     pub seq: i64,
+    /// The role of the turn a turn or window unit stands for; `None` for segments, cards and
+    /// units that are no one turn.
+    pub role: Option<Role>,
 }
 
 /// The chunk vectors of one unit.
@@ -331,6 +338,7 @@ pub(crate) fn segment_units(
                 scope: segment.scope,
                 text: aril_core::render_turns(&turns),
                 seq: *seq,
+                role: None,
             });
         }
     }
@@ -358,6 +366,7 @@ pub fn window_units(neighbourhoods: &[Neighbourhood]) -> Vec<UnitText> {
                 scope: center.turn.scope.clone(),
                 text: aril_core::window_text(&refs, at),
                 seq: center.seq,
+                role: Some(center.turn.role),
             })
         })
         .collect()

@@ -635,6 +635,7 @@ impl Store for SqliteStore {
                 scope,
                 text: rendered,
                 seq,
+                role: Some(role),
             });
         }
         let mut stmt = self

@@ -53,6 +53,7 @@ aril_store::conformance!(
     api_keys_are_kept_with_their_grant,
     claims_are_exclusive_and_end_with_cards_a_failure_or_a_release,
     a_store_that_searches_itself_finds_by_vector_and_by_word_and_forgets_deleted_units,
+    a_role_restricted_word_search_returns_those_roles_turns_scored_as_among_all,
 );
 
 fn turn(user: &str, n: usize) -> TurnRecord {
@@ -647,6 +648,7 @@ fn a_store_that_searches_itself_finds_by_vector_and_by_word_and_forgets_deleted_
             "what was number 2 about",
             10,
             aril_store::UnitKind::Turn,
+            None,
         )
         .unwrap();
     assert_eq!(
@@ -655,12 +657,12 @@ fn a_store_that_searches_itself_finds_by_vector_and_by_word_and_forgets_deleted_
     );
     assert!(
         search
-            .lexical(&u, "unheard-of words", 10, aril_store::UnitKind::Turn)
+            .lexical(&u, "unheard-of words", 10, aril_store::UnitKind::Turn, None)
             .unwrap()
             .is_empty()
     );
     let segment_hits = search
-        .lexical(&u, "number", 10, aril_store::UnitKind::Segment)
+        .lexical(&u, "number", 10, aril_store::UnitKind::Segment, None)
         .unwrap();
     assert_eq!(segment_hits.len(), 1);
     store.delete(&u).unwrap();
@@ -673,7 +675,7 @@ fn a_store_that_searches_itself_finds_by_vector_and_by_word_and_forgets_deleted_
     );
     assert!(
         search
-            .lexical(&u, "number", 10, aril_store::UnitKind::Turn)
+            .lexical(&u, "number", 10, aril_store::UnitKind::Turn, None)
             .unwrap()
             .is_empty()
     );
@@ -928,19 +930,19 @@ fn postgres_migrating_schema_1_indexes_what_it_holds() {
     let search = store.search().unwrap();
     let u = ScopeFilter::user("u");
     let words = search
-        .lexical(&u, "bicycle", 5, aril_store::UnitKind::Turn)
+        .lexical(&u, "bicycle", 5, aril_store::UnitKind::Turn, None)
         .unwrap();
     assert_eq!(
         words.iter().map(|h| h.id.as_str()).collect::<Vec<_>>(),
         vec!["t1"]
     );
     let segment = search
-        .lexical(&u, "train", 5, aril_store::UnitKind::Segment)
+        .lexical(&u, "train", 5, aril_store::UnitKind::Segment, None)
         .unwrap();
     assert_eq!(segment.len(), 1);
     // Each turn's window holds its neighbour: "bicycle" is found through both windows.
     let mut windows: Vec<String> = search
-        .lexical(&u, "bicycle", 5, aril_store::UnitKind::Window)
+        .lexical(&u, "bicycle", 5, aril_store::UnitKind::Window, None)
         .unwrap()
         .into_iter()
         .map(|h| h.id)
@@ -960,4 +962,56 @@ fn postgres_migrating_schema_1_indexes_what_it_holds() {
         1
     );
     store.check_integrity().unwrap();
+}
+
+fn a_role_restricted_word_search_returns_those_roles_turns_scored_as_among_all(place: &Place) {
+    let mut store = place.open();
+    let said = |role, n: usize, text: &str| {
+        let mut t = turn("w", n);
+        t.turn.turn.role = role;
+        t.turn.turn.text = text.into();
+        t.turn.id = t.turn.turn.id();
+        t.text_hash = format!("h-w-{n}");
+        t
+    };
+    let turns = vec![
+        said(Role::User, 1, "the zebra by the lake"),
+        said(Role::Assistant, 2, "zebra zebra zebra facts"),
+        said(Role::User, 3, "a mountain walk"),
+    ];
+    store
+        .commit(WriteBatch {
+            turns: turns.clone(),
+            segments: vec![segment("w", &turns.iter().collect::<Vec<_>>())],
+            ..Default::default()
+        })
+        .unwrap();
+    let Some(search) = store.search() else {
+        assert!(matches!(place, Place::Sqlite(_)));
+        return;
+    };
+    let w = ScopeFilter::user("w");
+    let find = |kind, roles: Option<&[Role]>| -> Vec<(String, f32)> {
+        search
+            .lexical(&w, "zebra", 10, kind, roles)
+            .unwrap()
+            .into_iter()
+            .map(|h| (h.id, h.score))
+            .collect()
+    };
+    let every = find(aril_store::UnitKind::Turn, None);
+    assert_eq!(every.len(), 2, "{every:?}");
+    assert_eq!(every[0].0, turns[1].turn.id.0, "the wordier reply leads");
+    // Kept to the user's turns, the reply is gone, and the user's turn scores as it did among
+    // every turn (the statistics still count the reply).
+    let users = find(aril_store::UnitKind::Turn, Some(&[Role::User]));
+    assert_eq!(users, vec![every[1].clone()]);
+    let windows = find(aril_store::UnitKind::Window, Some(&[Role::Assistant]));
+    assert_eq!(
+        windows.iter().map(|h| h.0.as_str()).collect::<Vec<_>>(),
+        vec![turns[1].turn.id.0.as_str()]
+    );
+    // Segments have no role: a role restriction finds none of them.
+    assert_eq!(find(aril_store::UnitKind::Segment, None).len(), 1);
+    assert!(find(aril_store::UnitKind::Segment, Some(&[Role::User])).is_empty());
 }

@@ -255,7 +255,7 @@ fn a_store_moves_to_postgres_and_back_with_every_table_equal() {
     let ana = ScopeFilter::user("ana");
     assert_eq!(
         search
-            .lexical(&ana, "note 17", 3, UnitKind::Turn)
+            .lexical(&ana, "note 17", 3, UnitKind::Turn, None)
             .unwrap()
             .len(),
         3

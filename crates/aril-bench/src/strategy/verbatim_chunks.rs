@@ -107,6 +107,7 @@ impl Strategy for VerbatimChunks {
                 scope: scope.clone(),
                 text: u.text.clone(),
                 seq: i as i64 + 1,
+                role: None,
             })
             .collect();
         index.add(
@@ -149,6 +150,7 @@ impl Strategy for VerbatimChunks {
                     &case.question,
                     100,
                     &[UnitKind::Turn],
+                    None,
                 )?
                 .into_iter()
                 .filter_map(|h| h.id.parse().ok())

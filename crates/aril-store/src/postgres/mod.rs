@@ -560,6 +560,7 @@ impl Store for PgStore {
                 scope: scope_at(r, 1)?,
                 text: render_line(role, speaker.as_deref(), &text),
                 seq: r.try_get(7)?,
+                role: Some(role),
             });
         }
         let segs: Vec<(String, i64)> = self

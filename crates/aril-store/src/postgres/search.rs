@@ -14,7 +14,7 @@
 
 use std::collections::HashMap;
 
-use aril_core::{ScopeFilter, Turn, TurnId};
+use aril_core::{Role, ScopeFilter, Turn, TurnId};
 use pgvector::Vector;
 use postgres::GenericClient;
 use postgres::types::ToSql;
@@ -474,20 +474,32 @@ impl StoreSearch for PgStore {
         query: &str,
         k: usize,
         kind: UnitKind,
+        roles: Option<&[Role]>,
     ) -> Result<Vec<Hit>, StoreError> {
-        if k == 0 || query.trim().is_empty() {
+        // Only turns (and their windows, rows of the same table) have a role.
+        let has_role = matches!(kind, UnitKind::Turn | UnitKind::Window);
+        if k == 0 || query.trim().is_empty() || (roles.is_some() && !has_role) {
             return Ok(Vec::new());
         }
         let t = tables(kind);
-        let (scope, args) = filter_clause("u.", filter, 2);
+        let (scope, mut args) = filter_clause("u.", filter, 2);
         let current = current_only(kind, "u.id");
+        let returned = match roles {
+            Some(roles) => {
+                let names: Vec<&str> = roles.iter().map(|r| r.as_str()).collect();
+                args.push(names.join(","));
+                format!("u.role = ANY(string_to_array(${}, ','))", args.len() + 1)
+            }
+            None => "TRUE".to_string(),
+        };
         // Any query word matches (OR); BM25 over the matches, with N and the mean length over the
         // filter's units, and each word's document frequency counted among the matches (every
-        // unit holding the word is one).
+        // unit holding the word is one). The role restriction picks the units returned only.
         let sql = format!(
             "WITH q AS (SELECT replace(plainto_tsquery('{TS_CONFIG}', $1)::TEXT, ' & ', ' | ')::tsquery AS tq, \
                     ARRAY(SELECT lexeme FROM unnest(to_tsvector('{TS_CONFIG}', $1))) AS words), \
-             hits AS (SELECT u.id, u.{len} AS tsv_len, w.lexeme, COALESCE(array_length(w.positions, 1), 1) AS tf \
+             hits AS (SELECT u.id, {returned} AS returned, u.{len} AS tsv_len, w.lexeme, \
+                    COALESCE(array_length(w.positions, 1), 1) AS tf \
                     FROM {units} u CROSS JOIN q CROSS JOIN LATERAL unnest(u.{tsv}) w \
                     WHERE {scope}{current} AND u.{tsv} @@ q.tq AND w.lexeme = ANY(q.words)), \
              df AS (SELECT lexeme, COUNT(*)::FLOAT8 AS n FROM hits GROUP BY lexeme), \
@@ -495,7 +507,7 @@ impl StoreSearch for PgStore {
                     FROM {units} u WHERE {scope}{current} AND u.{tsv} IS NOT NULL) \
              SELECT h.id, SUM(LN(1 + (st.n - df.n + 0.5) / (df.n + 0.5)) * h.tf * 2.2 \
                     / (h.tf + 1.2 * (0.25 + 0.75 * h.tsv_len / st.avgdl)))::FLOAT8 AS score \
-             FROM hits h JOIN df USING (lexeme) CROSS JOIN st \
+             FROM hits h JOIN df USING (lexeme) CROSS JOIN st WHERE h.returned \
              GROUP BY h.id ORDER BY score DESC, h.id LIMIT {k}",
             units = t.units,
             tsv = t.tsv,
