@@ -258,6 +258,17 @@ pub struct ScopeArgs {
     pub run: Option<String>,
 }
 
+/// The time an `--at` option gives: RFC 3339, or YYYY-MM-DD for the start of that day (UTC).
+pub fn parse_at(at: Option<&str>) -> anyhow::Result<Option<chrono::DateTime<chrono::Utc>>> {
+    let Some(s) = at else {
+        return Ok(None);
+    };
+    Ok(Some(match aril_engine::parse_calendar_date(s) {
+        Some(day) if s.len() == 10 => day,
+        _ => aril_engine::parse_time(s)?,
+    }))
+}
+
 impl ScopeArgs {
     pub fn scope(&self) -> anyhow::Result<Scope> {
         Ok(Scope::new(
@@ -316,6 +327,10 @@ pub struct SearchCmd {
     /// o200k tokens the results may use together.
     #[arg(long)]
     pub budget: Option<usize>,
+    /// When the question is asked (RFC 3339 or YYYY-MM-DD; default now): relative dates in it
+    /// ("last week", "two days ago") focus on the turns said around then.
+    #[arg(long)]
+    pub at: Option<String>,
     /// Print the results as JSON (ids, kinds, source turns, times, scores, tokens).
     #[arg(long)]
     pub json: bool,

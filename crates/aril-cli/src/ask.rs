@@ -3,7 +3,7 @@
 //! says so; the answerer is required unless `--context-only`.
 
 use aril_engine::llm::{ChatModel, OpenAiClient, Role};
-use aril_engine::{AskRequest, Engine, parse_time};
+use aril_engine::{AskRequest, Engine};
 
 use crate::args::AskCmd;
 use crate::models;
@@ -11,13 +11,7 @@ use crate::models;
 pub fn run(mut engine: Engine, cmd: &AskCmd) -> anyhow::Result<()> {
     let llm = engine.config().llm.clone();
     engine.set_reranker(models::reranker(&llm)?);
-    let asked_at = match cmd.at.as_deref() {
-        None => None,
-        Some(s) => Some(match aril_engine::parse_calendar_date(s) {
-            Some(day) if s.len() == 10 => day,
-            _ => parse_time(s)?,
-        }),
-    };
+    let asked_at = crate::args::parse_at(cmd.at.as_deref())?;
     let request = AskRequest {
         filter: cmd.scope.filter()?,
         question: cmd.question.clone(),

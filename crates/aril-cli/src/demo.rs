@@ -131,6 +131,7 @@ pub fn run(cli: &Cli, config: Config, cmd: &DemoCmd) -> anyhow::Result<()> {
             query: q.clone(),
             k: Some(3),
             budget: Some(400),
+            asked_at: None,
         })?;
         for hit in &response.results {
             let when = hit

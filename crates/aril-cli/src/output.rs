@@ -10,6 +10,7 @@ pub fn search(mut engine: Engine, cmd: &SearchCmd) -> anyhow::Result<()> {
         query: cmd.query.clone(),
         k: cmd.k,
         budget: cmd.budget,
+        asked_at: Some(crate::args::parse_at(cmd.at.as_deref())?.unwrap_or_else(chrono::Utc::now)),
     })?;
     if cmd.json {
         println!("{}", serde_json::to_string_pretty(&response)?);

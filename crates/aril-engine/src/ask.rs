@@ -272,7 +272,7 @@ impl Engine {
         let per_list = PER_LIST.max(2 * k);
         let mut rerank_failure: Option<String> = None;
         for path in &plan.paths {
-            let lists = self.path_lists(filter, path, per_list)?;
+            let lists = self.path_lists(filter, path, per_list, asked_at)?;
             let views: Vec<(&[(Unit, usize)], f32)> =
                 lists.iter().map(|l| (l.as_slice(), 1.0)).collect();
             let fused = rrf_ranked(&views, self.config.recall.rrf_k);
@@ -535,11 +535,12 @@ impl Engine {
         filter: &ScopeFilter,
         path: &PlanPath,
         per_list: usize,
+        asked_at: DateTime<Utc>,
     ) -> Result<Vec<RankedList>, EngineError> {
         let mut lists: Vec<RankedList> = Vec::new();
         let qv = self.embed_query(&path.query)?;
         if path.wants.contains(&Want::Turns) {
-            let candidates = self.hybrid_candidates(filter, &path.query, &qv)?;
+            let candidates = self.hybrid_candidates(filter, &path.query, &qv, Some(asked_at))?;
             let mut turns: RankedList = Vec::new();
             for (rank, c) in candidates.iter().take(per_list).enumerate() {
                 for t in &c.turns {

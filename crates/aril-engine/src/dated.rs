@@ -1,6 +1,9 @@
 //! Date focus: a question that names a calendar day, month or year ("What did Maria donate in
 //! December 2023?", "… on 7 July, 2023?", "… in 2022?") is most often answered by what was said
-//! then. Recall adds three more turn lists restricted to the turns whose time falls in that
+//! then. So is one that names a time relative to when it is asked ("… last week?", "… two weeks
+//! ago?", "… yesterday?"): that period runs from a little before the time named up to the day
+//! asked, because a turn carries the time it was said, which is after the event it tells of
+//! (and often only roughly). Recall adds three more turn lists restricted to the turns whose time falls in that
 //! period, a second RRF vote for them (the unrestricted lists stay, so a later mention of the
 //! event is still found), searched with the question [`DatedQuestion::asked`], the date left out:
 //! turns carry their time as data, not as words. No LLM: English month names and a four-digit
@@ -57,6 +60,23 @@ const MONTHS: [&str; 12] = [
 /// Words before a date that make it a bound, not the period meant.
 const BOUNDS: [&str; 9] = [
     "before", "after", "since", "until", "till", "by", "prior", "between", "from",
+];
+
+/// Number words of relative dates ("two weeks ago", "a month ago").
+const NUMBERS: [&str; 13] = [
+    "a", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
+    "twelve",
+];
+
+/// Weekday names ("last Saturday").
+const WEEKDAYS: [&str; 7] = [
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+    "sunday",
 ];
 
 /// Prepositions left out with the date.
@@ -138,12 +158,66 @@ fn period_at(words: &[&str], i: usize) -> Option<(Option<Period>, usize)> {
     Some((month_period(), 2))
 }
 
-/// The one period `question` names, if it names exactly one, as a real date and not as a bound.
-pub(crate) fn dated_question(question: &str) -> Option<DatedQuestion> {
+/// A count of days, weeks or months: digits or a number word up to twelve.
+fn count(word: &str) -> Option<i64> {
+    let w = bare(word);
+    NUMBERS
+        .iter()
+        .position(|n| *n == w)
+        .map(|i| (i as i64).max(1))
+        .or_else(|| w.parse().ok().filter(|n| (1..=400).contains(n)))
+}
+
+/// The period a time relative to `asked` that starts at word `i` names ("yesterday", "last
+/// week", "two months ago"), with its number of words: from twice as many days back as the time
+/// names (two at least) to the end of the day asked. Only times past: "today", "tonight" and
+/// "this week" mostly ask about what is to come ("any ideas for tonight?").
+fn relative_at(words: &[&str], i: usize, asked: DateTime<Utc>) -> Option<(Period, usize)> {
+    let at = |j: usize| words.get(j).map(|w| bare(w));
+    let first = at(i)?;
+    let (days, len) = match (first.as_str(), at(i + 1).as_deref()) {
+        ("yesterday", _) => (1, 1),
+        ("last", Some("night")) => (1, 2),
+        ("last" | "past", Some("week" | "weekend")) => (7, 2),
+        ("last", Some(w)) if WEEKDAYS.contains(&w) => (7, 2),
+        ("last" | "past", Some("month")) => (31, 2),
+        ("last" | "past", Some("year")) => (365, 2),
+        _ => {
+            // N days / weeks / months ago
+            let n = count(&first)?;
+            let unit = match at(i + 1)?.trim_end_matches('s') {
+                "day" => 1,
+                "week" => 7,
+                "month" => 31,
+                _ => return None,
+            };
+            (at(i + 2)? == "ago").then_some(())?;
+            (n * unit, 3)
+        }
+    };
+    let today = asked.date_naive();
+    let first = today.checked_sub_signed(chrono::Duration::days(days + days.max(2)))?;
+    Some((Period::between(first, today.succ_opt()?), len))
+}
+
+/// The one period `question`, asked at `asked`, names, if it names exactly one, and not as a
+/// bound: a real date, or else a time relative to `asked` (none when `asked` is unknown). A date
+/// outranks a relative time ("last Friday, on 23 January 2022" is that day), which is then left
+/// in the question.
+pub(crate) fn dated_question(
+    question: &str,
+    asked: Option<DateTime<Utc>>,
+) -> Option<DatedQuestion> {
     let words: Vec<&str> = question.split_whitespace().collect();
     let mut found: Vec<(usize, usize, Period)> = Vec::new();
+    let mut relative: Vec<(usize, usize, Period)> = Vec::new();
     let mut i = 0;
     while i < words.len() {
+        if let Some((period, len)) = asked.and_then(|asked| relative_at(&words, i, asked)) {
+            relative.push((i, len, period));
+            i += len;
+            continue;
+        }
         if let Some((period, len)) = period_at(&words, i) {
             // A date that is no real day names nothing to focus on.
             found.push((i, len, period?));
@@ -159,6 +233,9 @@ pub(crate) fn dated_question(question: &str) -> Option<DatedQuestion> {
         }
         i += 1;
     }
+    if found.is_empty() {
+        found = relative;
+    }
     let [(start, len, period)] = found.as_slice() else {
         return None;
     };
@@ -167,8 +244,11 @@ pub(crate) fn dated_question(question: &str) -> Option<DatedQuestion> {
     if before.as_deref().is_some_and(|w| BOUNDS.contains(&w)) {
         return None;
     }
-    let cut_from = match before.as_deref() {
-        Some(w) if PREPOSITIONS.contains(&w) => start - 1,
+    // "in May 2023", "in the past week": the preposition (and article) goes with the date.
+    let word = |j: Option<usize>| j.map(|j| bare(words[j]));
+    let cut_from = match (before.as_deref(), word(start.checked_sub(2)).as_deref()) {
+        (Some("the"), Some(p)) if PREPOSITIONS.contains(&p) => start - 2,
+        (Some(p), _) if PREPOSITIONS.contains(&p) => start - 1,
         _ => start,
     };
     let kept: Vec<&str> = words[..cut_from]
@@ -192,13 +272,96 @@ mod tests {
         midnight(NaiveDate::from_ymd_opt(y, m, d).unwrap())
     }
 
+    /// Asked on Monday 10 April 2023 at noon.
+    fn asked() -> DateTime<Utc> {
+        day_of(2023, 4, 10) + chrono::Duration::hours(12)
+    }
+
+    fn dated(question: &str) -> Option<DatedQuestion> {
+        dated_question(question, Some(asked()))
+    }
+
+    #[test]
+    fn a_relative_time_runs_from_twice_as_far_back_to_the_day_asked() {
+        let end = day_of(2023, 4, 11);
+        for (text, from, asked_as) in [
+            (
+                "Where did I attend the religious activity last week?",
+                day_of(2023, 3, 27),
+                "Where did I attend the religious activity",
+            ),
+            (
+                "What gardening-related activity did I do two weeks ago?",
+                day_of(2023, 3, 13),
+                "What gardening-related activity did I do",
+            ),
+            (
+                "What did I cook yesterday?",
+                day_of(2023, 4, 7),
+                "What did I cook",
+            ),
+            (
+                "How much cashback did I earn at SaveMart last Thursday?",
+                day_of(2023, 3, 27),
+                "How much cashback did I earn at SaveMart",
+            ),
+            (
+                "What did I buy in the past month?",
+                day_of(2023, 2, 7),
+                "What did I buy",
+            ),
+            (
+                "What did I read 3 days ago?",
+                day_of(2023, 4, 4),
+                "What did I read",
+            ),
+        ] {
+            let q = dated(text).unwrap_or_else(|| panic!("{text}"));
+            assert_eq!((q.period.from, q.period.to), (from, end), "{text}");
+            assert_eq!(q.asked, asked_as, "{text}");
+        }
+    }
+
+    #[test]
+    fn a_question_about_how_long_ago_or_a_bounded_time_names_no_period() {
+        assert_eq!(
+            dated("How many days ago did I attend a networking event?"),
+            None
+        );
+        assert_eq!(
+            dated("How many weeks ago did I meet up with my aunt?"),
+            None
+        );
+        assert_eq!(dated("Which airlines did I fly before today?"), None);
+        assert_eq!(dated("When was the last time I went hiking?"), None);
+        assert_eq!(dated("Any documentary recommendations for tonight?"), None);
+        assert_eq!(dated("What should I cook this week?"), None);
+        assert_eq!(dated("What did I do last week and two months ago?"), None);
+    }
+
+    #[test]
+    fn a_relative_time_asked_at_no_known_time_names_nothing() {
+        assert_eq!(dated_question("What did I cook last week?", None), None);
+        assert!(dated_question("What did I cook in May 2023?", None).is_some());
+    }
+
+    #[test]
+    fn a_date_outranks_a_relative_time() {
+        let q = dated("What did Joanna just finish last Friday on 23 January, 2022?").unwrap();
+        assert_eq!(
+            (q.period.from, q.period.to),
+            (day_of(2022, 1, 23), day_of(2022, 1, 24))
+        );
+        assert_eq!(q.asked, "What did Joanna just finish last Friday");
+    }
+
     #[test]
     fn a_month_and_year_is_that_month_and_leaves_the_question() {
-        let q = dated_question("What did Maria donate to a shelter in December 2023?").unwrap();
+        let q = dated("What did Maria donate to a shelter in December 2023?").unwrap();
         assert_eq!(q.period.from, day_of(2023, 12, 1));
         assert_eq!(q.period.to, day_of(2024, 1, 1));
         assert_eq!(q.asked, "What did Maria donate to a shelter");
-        let q = dated_question("What setback did she face in Feb 2024 ?").unwrap();
+        let q = dated("What setback did she face in Feb 2024 ?").unwrap();
         assert_eq!(
             (q.period.from, q.period.to),
             (day_of(2024, 2, 1), day_of(2024, 3, 1))
@@ -213,57 +376,52 @@ mod tests {
             "What natural disaster struck on July 7th, 2023?",
             "What natural disaster struck on july 7 2023?",
         ] {
-            let q = dated_question(text).unwrap();
+            let q = dated(text).unwrap();
             assert_eq!(q.period.from, day_of(2023, 7, 7), "{text}");
             assert_eq!(q.period.to, day_of(2023, 7, 8), "{text}");
             assert_eq!(q.asked, "What natural disaster struck", "{text}");
         }
         // A day that does not exist names nothing.
-        assert_eq!(dated_question("What happened on 31 June, 2023?"), None);
+        assert_eq!(dated("What happened on 31 June, 2023?"), None);
     }
 
     #[test]
     fn a_year_counts_after_in_or_during_only() {
-        let q = dated_question("How many times has Melanie gone to the beach in 2023?").unwrap();
+        let q = dated("How many times has Melanie gone to the beach in 2023?").unwrap();
         assert_eq!(
             (q.period.from, q.period.to),
             (day_of(2023, 1, 1), day_of(2024, 1, 1))
         );
         assert_eq!(q.asked, "How many times has Melanie gone to the beach");
-        assert_eq!(dated_question("I spent 2000 dollars on a bike"), None);
-        assert_eq!(dated_question("What did 2023 bring?"), None);
+        assert_eq!(dated("I spent 2000 dollars on a bike"), None);
+        assert_eq!(dated("What did 2023 bring?"), None);
     }
 
     #[test]
     fn bounds_two_periods_and_plain_words_name_no_period() {
         assert_eq!(
-            dated_question("What did she do last weekend before April 10, 2023?"),
+            dated("What did she do last weekend before April 10, 2023?"),
             None
         );
-        assert_eq!(dated_question("What has he done since March 2023?"), None);
+        assert_eq!(dated("What has he done since March 2023?"), None);
         assert_eq!(
-            dated_question("Did it change between March 2023 and May 2023?"),
+            dated("Did it change between March 2023 and May 2023?"),
             None
         );
-        assert_eq!(dated_question("May I ask what you did in March?"), None);
-        assert_eq!(
-            dated_question("When did Caroline go to the support group?"),
-            None
-        );
-        assert_eq!(dated_question("What did we march for in 15 2023?"), None);
+        assert_eq!(dated("May I ask what you did in March?"), None);
+        assert_eq!(dated("When did Caroline go to the support group?"), None);
+        assert_eq!(dated("What did we march for in 15 2023?"), None);
     }
 
     #[test]
     fn a_question_that_is_only_a_date_stays_as_asked() {
-        let q = dated_question("In May 2023?").unwrap();
+        let q = dated("In May 2023?").unwrap();
         assert_eq!(q.asked, "In May 2023?");
     }
 
     #[test]
     fn the_period_is_half_open() {
-        let p = dated_question("What happened on 7 July 2023?")
-            .unwrap()
-            .period;
+        let p = dated("What happened on 7 July 2023?").unwrap().period;
         assert!(p.contains(day_of(2023, 7, 7)));
         assert!(p.contains(day_of(2023, 7, 8) - chrono::Duration::seconds(1)));
         assert!(!p.contains(day_of(2023, 7, 8)));

@@ -34,6 +34,9 @@ pub struct SearchRequest {
     pub k: Option<usize>,
     /// o200k tokens the returned texts may use together.
     pub budget: Option<usize>,
+    /// When the question is asked: relative dates in it ("last week") resolve against this.
+    /// Without it they focus nothing (the servers and the CLI pass the time of the request).
+    pub asked_at: Option<DateTime<Utc>>,
 }
 
 /// Where a result comes from, in the source's own ids.
@@ -104,7 +107,7 @@ impl Engine {
             return Err(aril_core::InvalidInput("k must be at least 1".into()).into());
         }
         let qv = self.embed_query(query)?;
-        let candidates = self.hybrid_candidates(&request.filter, query, &qv)?;
+        let candidates = self.hybrid_candidates(&request.filter, query, &qv, request.asked_at)?;
         // Each turn costs its rendered tokens plus the newline that joins it to the next.
         let mut cost: HashMap<TurnId, usize> = HashMap::new();
         let units: Vec<Vec<(TurnId, usize)>> = candidates
@@ -172,13 +175,14 @@ impl Engine {
         Ok(qv)
     }
 
-    /// The four ranked lists of the LLM-free recall for `query` (embedded as `qv`), fused and
-    /// resolved to their current turns, best first.
+    /// The four ranked lists of the LLM-free recall for `query` (embedded as `qv`, asked at
+    /// `asked_at`), fused and resolved to their current turns, best first.
     pub(crate) fn hybrid_candidates(
         &mut self,
         filter: &ScopeFilter,
         query: &str,
         qv: &[f32],
+        asked_at: Option<DateTime<Utc>>,
     ) -> Result<Vec<Candidate>, EngineError> {
         let r = self.config.recall.clone();
         let c = r.candidates;
@@ -207,7 +211,7 @@ impl Engine {
             FocusLists::default()
         };
         let dated = if r.w_dated > 0.0 {
-            self.date_focus(filter, query, &mut read)?
+            self.date_focus(filter, query, asked_at, &mut read)?
         } else {
             FocusLists::default()
         };
@@ -287,16 +291,18 @@ impl Engine {
         })
     }
 
-    /// Date focus ([`crate::dated`]): when the question names one day, month or year, the dense,
-    /// BM25 and window turn lists searched again for the question without the date
-    /// (`focus_depth` times deeper), each keeping the turns said in that period.
+    /// Date focus ([`crate::dated`]): when the question names one day, month or year, or one
+    /// time relative to `asked_at` when given, the dense, BM25 and window turn lists searched again for the
+    /// question without the date (`focus_depth` times deeper), each keeping the turns said in
+    /// that period.
     fn date_focus(
         &mut self,
         filter: &ScopeFilter,
         query: &str,
+        asked_at: Option<DateTime<Utc>>,
         read: &mut TurnsById,
     ) -> Result<FocusLists, EngineError> {
-        let Some(dated) = crate::dated::dated_question(query) else {
+        let Some(dated) = crate::dated::dated_question(query, asked_at) else {
             return Ok(FocusLists::default());
         };
         self.restricted_lists(filter, &dated.asked, read, |t| {

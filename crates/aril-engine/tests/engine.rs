@@ -29,6 +29,7 @@ aril_store::conformance!(
     a_question_naming_a_speaker_prefers_what_that_speaker_said,
     the_focus_lists_rank_the_speakers_turns_by_what_they_say_not_by_their_name,
     a_question_naming_a_month_votes_for_what_was_said_that_month,
+    a_question_asking_about_last_week_votes_for_what_was_said_since,
     sentence_vectors_find_the_sentence_of_a_long_turn_that_answers,
     an_update_is_a_new_version_that_recall_prefers_and_history_keeps,
     deleting_a_memory_removes_every_version_and_rebuilds_what_held_it,
@@ -89,6 +90,7 @@ fn search(engine: &mut Engine, user: &str, query: &str, k: usize) -> aril_engine
             query: query.into(),
             k: Some(k),
             budget: None,
+            asked_at: None,
         })
         .unwrap()
 }
@@ -289,6 +291,52 @@ fn a_question_naming_a_month_votes_for_what_was_said_that_month(place: &Place) {
     );
 }
 
+fn a_question_asking_about_last_week_votes_for_what_was_said_since(place: &Place) {
+    // The same activity said in March and in May; asked in mid-May, "last week" is May's.
+    let at = |month: u32, n: u32, text: &str| NewTurn {
+        event_time: Some(Utc.with_ymd_and_hms(2023, month, 10, 9, n, 0).unwrap()),
+        role: Role::User,
+        ..turn("u", if month == 3 { "s1" } else { "s2" }, n, text)
+    };
+    let turns = vec![
+        at(3, 0, "I painted a sunset over the lake with my kids."),
+        at(5, 1, "We painted a sunrise on the beach together."),
+        at(5, 2, "I bought new running shoes."),
+    ];
+    let mut engine = place.open_with(only_lists(|r| r.w_dated = 1.0));
+    ingest(&mut engine, turns, true);
+    let ask = |engine: &mut Engine, asked_at| {
+        engine
+            .search(&SearchRequest {
+                filter: ScopeFilter::user("u"),
+                query: "What did they paint last week?".into(),
+                k: Some(3),
+                budget: None,
+                asked_at,
+            })
+            .unwrap()
+    };
+    let may = ask(
+        &mut engine,
+        Some(Utc.with_ymd_and_hms(2023, 5, 15, 12, 0, 0).unwrap()),
+    );
+    let voted_may = voted(&may);
+    assert!(
+        voted_may[0].ends_with("We painted a sunrise on the beach together."),
+        "{voted_may:?}"
+    );
+    assert!(
+        voted_may.iter().all(|t| !t.contains("sunset")),
+        "{voted_may:?}"
+    );
+    // Asked at no known time, "last week" names no period: nothing votes.
+    let unknown = ask(&mut engine, None);
+    assert!(
+        unknown.results.iter().all(|h| h.score == 0.0),
+        "{unknown:?}"
+    );
+}
+
 fn sentence_vectors_find_the_sentence_of_a_long_turn_that_answers(place: &Place) {
     // One sentence of a long turn about a career answers; two short turns are about age as a
     // whole. Each turn in a session of its own, so no segment lends one turn another's rank.
@@ -344,6 +392,7 @@ fn budget_bounds_the_context(place: &Place) {
             query: "knee pain after running".into(),
             k: Some(10),
             budget: Some(40),
+            asked_at: None,
         })
         .unwrap();
     assert!(r.context_tokens <= 40, "{}", r.context_tokens);
@@ -598,7 +647,8 @@ fn invalid_input_changes_nothing(place: &Place) {
                 filter: ScopeFilter::user("u"),
                 query: "  ".into(),
                 k: None,
-                budget: None
+                budget: None,
+                asked_at: None,
             })
             .is_err()
     );

@@ -428,6 +428,7 @@ impl MemoryTools {
                     query: args.query,
                     k: check_k(args.k)?,
                     budget: args.budget,
+                    asked_at: Some(chrono::Utc::now()),
                 };
                 let response = self.state.run(move |e| e.search(&request)).await?;
                 let context = response

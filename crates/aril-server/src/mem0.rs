@@ -474,6 +474,7 @@ pub(crate) async fn search_scope(
         query,
         k,
         budget: None,
+        asked_at: Some(chrono::Utc::now()),
     };
     let results = state
         .run(move |engine| {

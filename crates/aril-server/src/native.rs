@@ -4,7 +4,7 @@
 
 use aril_engine::{
     DeleteReport, Grant, IngestOptions, IngestReport, Scope, SearchRequest, SearchResponse,
-    TurnDefaults, TurnIn,
+    TurnDefaults, TurnIn, parse_time,
 };
 use std::collections::HashSet;
 
@@ -180,6 +180,9 @@ struct SearchBody {
     k: Option<usize>,
     /// o200k tokens the returned texts may use together.
     budget: Option<usize>,
+    /// When the question is asked (RFC 3339; default: the time of the request): relative dates
+    /// in it ("last week") resolve against this.
+    asked_at: Option<String>,
 }
 
 pub(crate) fn check_k(k: Option<usize>) -> Result<Option<usize>, ApiError> {
@@ -215,6 +218,10 @@ async fn search(
         query: body.query,
         k: check_k(body.k)?,
         budget: body.budget,
+        asked_at: Some(match body.asked_at.as_deref() {
+            Some(at) => parse_time(at)?,
+            None => Utc::now(),
+        }),
     };
     Ok(axum::Json(
         state.run(move |engine| engine.search(&request)).await?,

@@ -304,6 +304,28 @@ async fn a_deleted_scope_leaves_no_trace_in_any_file() {
         found.to_string().contains(token),
         "stored and found before deletion"
     );
+    // The time a question is asked is RFC 3339; anything else is refused and says so.
+    let (st, err) = s
+        .call(
+            "POST",
+            "/v1/search",
+            &s.user_key,
+            Some(json!({"query": "vault passphrase last week", "asked_at": "last tuesday"})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::BAD_REQUEST, "{err}");
+    assert!(err.to_string().contains("RFC 3339"), "{err}");
+    let (st, _) = s
+        .call(
+            "POST",
+            "/v1/search",
+            &s.user_key,
+            Some(
+                json!({"query": "vault passphrase last week", "asked_at": "2024-03-01T10:00:00Z"}),
+            ),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK);
     assert!(!count_files_containing(s.dir.path(), token.as_bytes()).is_empty());
 
     let (st, report) = s

@@ -98,6 +98,9 @@ impl Strategy for Aril {
             query: case.question.clone(),
             k: Some(k),
             budget: None,
+            // The question's own date when the file gives one (LongMemEval); else relative
+            // dates focus nothing (LoCoMo, HotpotQA have none).
+            asked_at: case.question_date.as_deref().and_then(parse_date),
         })?;
         Ok(response
             .results
