@@ -1,15 +1,15 @@
 //! Date focus: a question that names a calendar day, month or year ("What did Maria donate in
 //! December 2023?", "… on 7 July, 2023?", "… in 2022?") is most often answered by what was said
-//! then. So is one that names a time relative to when it is asked ("… last week?", "… two weeks
-//! ago?", "… yesterday?"): that period runs from a little before the time named up to the day
-//! asked, because a turn carries the time it was said, which is after the event it tells of
-//! (and often only roughly). Recall adds three more turn lists restricted to the turns whose time falls in that
-//! period, a second RRF vote for them (the unrestricted lists stay, so a later mention of the
-//! event is still found), searched with the question [`DatedQuestion::asked`], the date left out:
-//! turns carry their time as data, not as words. No LLM: English month names and a four-digit
-//! year, matched by rule. A period opened or closed by a word such as "before", "since" or
-//! "until", or a question naming two periods, is not focused (the period it means is not the
-//! one it names).
+//! then. So is one that names a past time relative to when it is asked ("… last week?", "… two
+//! weeks ago?", "… yesterday?"), given that time: its period runs from twice as far back as the
+//! time named up to the day asked, because a turn carries the time it was told, after the event
+//! (and often only roughly). Recall adds three more turn lists restricted to the turns whose
+//! time falls in that period, a second RRF vote for them (the unrestricted lists stay, so a later
+//! mention of the event is still found), searched with the question [`DatedQuestion::asked`],
+//! the date left out: turns carry their time as data, not as words. No LLM: English month names,
+//! a four-digit year and a few relative phrases, matched by rule. A period opened or closed by a
+//! word such as "before", "since" or "until", or a question naming two periods, is not focused
+//! (the period it means is not the one it names).
 
 use chrono::{DateTime, NaiveDate, Utc};
 
