@@ -60,6 +60,10 @@ async def exercise(session, transport, user_arg):
     r = await session.call_tool("recall_context", {"query": "what injury did she have?", "budget": 200, **user_arg})
     ctx = payload(r)
     check(f"{transport}: recall_context", not r.is_error and "[2024-08-04 07:30]" in ctx["context"] and ctx["context_tokens"] <= 200, ctx)
+    r = await session.call_tool("recall_context", {"query": "what injury did she have last week?", "asked_at": "2024-08-10T12:00:00Z", **user_arg})
+    check(f"{transport}: recall_context asked at a given time", not r.is_error and "[2024-08-04 07:30]" in payload(r)["context"], payload(r))
+    r = await session.call_tool("recall_context", {"query": "what injury?", "asked_at": "last tuesday", **user_arg})
+    check(f"{transport}: a bad asked_at is a clear tool error", r.is_error and "RFC 3339" in payload(r)["message"], payload(r))
 
     r = await session.call_tool("update_memory", {"memory_id": mid, "text": "I'm training for the Chicago marathon in October."})
     check(f"{transport}: update_memory keeps the id", not r.is_error and payload(r)["id"] == mid and "Chicago" in payload(r)["memory"], payload(r))

@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use crate::auth::Caller;
 use crate::mem0::{Message, ScopeArgs, add_messages, page_of, search_scope};
 use crate::memory::{delete_memory, history, memory_by_id, update_memory, update_time};
-use crate::native::{check_k, check_query, store_turns};
+use crate::native::{asked_at, check_k, check_query, store_turns};
 use crate::{ApiError, AppState};
 
 /// The MCP service over one engine.
@@ -181,6 +181,9 @@ pub struct RecallArgs {
     pub budget: Option<usize>,
     /// Units of context at most (default 10).
     pub k: Option<usize>,
+    /// When the question is asked (RFC 3339; default now): relative dates in it ("last week")
+    /// count back from it.
+    pub asked_at: Option<String>,
     #[serde(flatten)]
     pub scope: ScopeArgsIn,
 }
@@ -428,7 +431,7 @@ impl MemoryTools {
                     query: args.query,
                     k: check_k(args.k)?,
                     budget: args.budget,
-                    asked_at: Some(chrono::Utc::now()),
+                    asked_at: Some(asked_at(args.asked_at.as_deref())?),
                 };
                 let response = self.state.run(move |e| e.search(&request)).await?;
                 let context = response

@@ -194,6 +194,14 @@ pub(crate) fn check_k(k: Option<usize>) -> Result<Option<usize>, ApiError> {
     }
 }
 
+/// When a question is asked: the RFC 3339 time given, else the time of the request.
+pub(crate) fn asked_at(at: Option<&str>) -> Result<chrono::DateTime<Utc>, ApiError> {
+    Ok(match at {
+        Some(at) => parse_time(at)?,
+        None => Utc::now(),
+    })
+}
+
 pub(crate) fn check_query(query: &str) -> Result<(), ApiError> {
     if query.trim().is_empty() {
         return Err(ApiError::bad_request("query must not be empty"));
@@ -218,10 +226,7 @@ async fn search(
         query: body.query,
         k: check_k(body.k)?,
         budget: body.budget,
-        asked_at: Some(match body.asked_at.as_deref() {
-            Some(at) => parse_time(at)?,
-            None => Utc::now(),
-        }),
+        asked_at: Some(asked_at(body.asked_at.as_deref())?),
     };
     Ok(axum::Json(
         state.run(move |engine| engine.search(&request)).await?,
