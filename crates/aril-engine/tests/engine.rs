@@ -254,18 +254,22 @@ fn the_focus_lists_rank_the_speakers_turns_by_what_they_say_not_by_their_name(pl
     assert!(voted.iter().all(|t| t.starts_with("Melanie:")), "{voted:?}");
 }
 
-fn a_question_naming_a_month_votes_for_what_was_said_that_month(place: &Place) {
-    // The same activity said in March and in May; only the May one was said in the month asked.
-    let at = |month: u32, n: u32, text: &str| NewTurn {
+/// A user turn said on the 10th of `month` 2023, in session `s1` for March and `s2` otherwise.
+fn said_in(month: u32, n: u32, text: &str) -> NewTurn {
+    NewTurn {
         event_time: Some(Utc.with_ymd_and_hms(2023, month, 10, 9, n, 0).unwrap()),
         role: Role::User,
         ..turn("u", if month == 3 { "s1" } else { "s2" }, n, text)
-    };
+    }
+}
+
+fn a_question_naming_a_month_votes_for_what_was_said_that_month(place: &Place) {
+    // The same activity said in March and in May; only the May one was said in the month asked.
     let turns = vec![
-        at(3, 0, "I painted a sunset over the lake with my kids."),
-        at(3, 1, "The weather was awful all week."),
-        at(5, 2, "We painted a sunrise on the beach together."),
-        at(5, 3, "I bought new running shoes."),
+        said_in(3, 0, "I painted a sunset over the lake with my kids."),
+        said_in(3, 1, "The weather was awful all week."),
+        said_in(5, 2, "We painted a sunrise on the beach together."),
+        said_in(5, 3, "I bought new running shoes."),
     ];
     // Only the date lists vote, so the order and the votes are theirs alone.
     let mut engine = place.open_with(only_lists(|r| r.w_dated = 1.0));
@@ -293,15 +297,10 @@ fn a_question_naming_a_month_votes_for_what_was_said_that_month(place: &Place) {
 
 fn a_question_asking_about_last_week_votes_for_what_was_said_since(place: &Place) {
     // The same activity said in March and in May; asked in mid-May, "last week" is May's.
-    let at = |month: u32, n: u32, text: &str| NewTurn {
-        event_time: Some(Utc.with_ymd_and_hms(2023, month, 10, 9, n, 0).unwrap()),
-        role: Role::User,
-        ..turn("u", if month == 3 { "s1" } else { "s2" }, n, text)
-    };
     let turns = vec![
-        at(3, 0, "I painted a sunset over the lake with my kids."),
-        at(5, 1, "We painted a sunrise on the beach together."),
-        at(5, 2, "I bought new running shoes."),
+        said_in(3, 0, "I painted a sunset over the lake with my kids."),
+        said_in(5, 1, "We painted a sunrise on the beach together."),
+        said_in(5, 2, "I bought new running shoes."),
     ];
     let mut engine = place.open_with(only_lists(|r| r.w_dated = 1.0));
     ingest(&mut engine, turns, true);

@@ -659,29 +659,8 @@ mod tests {
         }
         let idx = LexicalIndex::open(dir.path()).unwrap();
         assert_eq!(idx.len(), 1);
-        assert!(
-            idx.search(
-                &ScopeFilter::user("u1"),
-                "zebra",
-                5,
-                &[UnitKind::Turn],
-                None
-            )
-            .unwrap()
-            .is_empty()
-        );
-        assert_eq!(
-            idx.search(
-                &ScopeFilter::user("u2"),
-                "zebra",
-                5,
-                &[UnitKind::Turn],
-                None
-            )
-            .unwrap()
-            .len(),
-            1
-        );
+        assert!(scores(&idx, "u1", "zebra", UnitKind::Turn).is_empty());
+        assert_eq!(scores(&idx, "u2", "zebra", UnitKind::Turn).len(), 1);
         assert_eq!(idx.watermark().unwrap().turn_seq, 2);
     }
 
