@@ -202,21 +202,30 @@ impl LexicalIndex {
             std::fs::create_dir_all(dir).map_err(|e| open_err(e.to_string()))?;
             tantivy::directory::MmapDirectory::open(dir).map_err(|e| open_err(e.to_string()))
         };
-        let mut directory = open_directory()?;
+        let directory = open_directory()?;
         let (schema, fields) = Self::schema();
-        let exists = Index::exists(&directory).map_err(|e| open_err(e.to_string()))?;
-        if exists && Index::open(directory.clone())?.schema() != schema {
-            // Derived data: an index of an older layout is dropped, and the engine, finding no
-            // watermark, builds it again from the store.
-            tracing::info!(
-                "the lexical index at {} has an older layout: rebuilding it",
-                dir.display()
+        if !Index::exists(&directory).map_err(|e| open_err(e.to_string()))? {
+            return Self::with_index(
+                Index::create(directory, schema, Default::default())?,
+                fields,
             );
-            drop(directory);
-            std::fs::remove_dir_all(dir).map_err(|e| open_err(e.to_string()))?;
-            directory = open_directory()?;
         }
-        Self::with_index(Index::open_or_create(directory, schema)?, fields)
+        let index = Index::open(directory)?;
+        if index.schema() == schema {
+            return Self::with_index(index, fields);
+        }
+        // Derived data: an index of an older layout is dropped, and the engine, finding no
+        // watermark, builds it again from the store.
+        tracing::info!(
+            "the lexical index at {} has an older layout: rebuilding it",
+            dir.display()
+        );
+        drop(index);
+        std::fs::remove_dir_all(dir).map_err(|e| open_err(e.to_string()))?;
+        Self::with_index(
+            Index::create(open_directory()?, schema, Default::default())?,
+            fields,
+        )
     }
 
     /// An index held in memory only, for units derived on demand (a user's cards).
