@@ -2,7 +2,8 @@
 //! scope (cosine over turn chunks, BM25 over the dense roles' turns, cosine over segment chunks,
 //! BM25 over each turn's lexical window, BM25 over segments when weighted) and fused with RRF; a
 //! question naming one of the scope's speakers adds three more ([`crate::focus`]), and one naming
-//! a day, month or year three more ([`crate::dated`]). By default a segment's rank is credited to
+//! a day, month or year, or a past time relative to when it is asked, three more
+//! ([`crate::dated`]). By default a segment's rank is credited to
 //! each of its turns (`SegmentUse::RankTurns`): the segment's context lifts the turns it holds,
 //! and only turns are shown. The fused units are packed into `k` and an optional token budget; no
 //! turn is shown twice (a segment shown as a unit shows only the turns a better-ranked unit has
@@ -292,9 +293,9 @@ impl Engine {
     }
 
     /// Date focus ([`crate::dated`]): when the question names one day, month or year, or one
-    /// time relative to `asked_at` when given, the dense, BM25 and window turn lists searched again for the
-    /// question without the date (`focus_depth` times deeper), each keeping the turns said in
-    /// that period.
+    /// past time relative to `asked_at` when given, the dense, BM25 and window turn lists
+    /// searched again for the question without the date (`focus_depth` times deeper), each
+    /// keeping the turns said in that period.
     fn date_focus(
         &mut self,
         filter: &ScopeFilter,
