@@ -70,8 +70,8 @@ fn groups_json(groups: &BTreeMap<String, BTreeMap<&'static str, Mean>>) -> Value
     Value::Object(out)
 }
 
-/// LongMemEval, session level: `official`, `rankfor` and `mempalace` groups (see docs/benchmarks.md),
-/// each at the cut-offs `ks`.
+/// LongMemEval, session level: `official`, `rankfor` and `mempalace` groups (see
+/// docs/benchmarks.md), each at the cut-offs `ks`.
 pub fn longmemeval(
     cases: &[Case],
     rankings: &[Vec<Unit>],

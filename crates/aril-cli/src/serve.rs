@@ -1,5 +1,6 @@
-//! `aril serve`, `aril mcp` and `aril keys`: open the engine, hand it to `aril-server`, stop cleanly on
-//! Ctrl-C or SIGTERM (requests in flight finish; every acknowledged write is already durable).
+//! `aril serve`, `aril mcp` and `aril keys`: open the engine, hand it to `aril-server`, stop
+//! cleanly on Ctrl-C or SIGTERM (requests in flight finish; every acknowledged write is already
+//! durable).
 
 use anyhow::{Context, bail};
 use aril_engine::Engine;

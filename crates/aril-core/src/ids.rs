@@ -11,8 +11,8 @@ pub fn content_hash(parts: &[&str]) -> String {
     hasher.finalize().to_hex().to_string()
 }
 
-/// The first 20 hex digits of [`content_hash`]: 80 bits, short enough to read, long enough never to collide
-/// within one store.
+/// The first 20 hex digits of [`content_hash`]: 80 bits, short enough to read, long enough never to
+/// collide within one store.
 pub fn short_hash(parts: &[&str]) -> String {
     content_hash(parts)[..20].to_string()
 }

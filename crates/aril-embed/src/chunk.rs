@@ -22,7 +22,8 @@ pub struct ChunkedText {
     pub pieces: usize,
 }
 
-/// Splits `n` pieces into the fewest balanced windows of at most `max` pieces: `[start, end)` ranges.
+/// Splits `n` pieces into the fewest balanced windows of at most `max` pieces: `[start, end)`
+/// ranges.
 pub fn split_pieces(n: usize, max: usize) -> Vec<(usize, usize)> {
     if n == 0 {
         return vec![(0, 0)];

@@ -1,12 +1,13 @@
 //! Sentence embeddings for aril: the [`Embedder`] seam, the offline all-MiniLM-L6-v2 runtime
 //! ([`MiniLm`], candle), and the two ways to embed text:
 //!
-//! - [`embed_chunked`]: aril's own units. Text longer than the model reads is split into chunks that
-//!   fit, and every chunk is embedded. Nothing is ever truncated.
+//! - [`embed_chunked`]: aril's own units. Text longer than the model reads is split into chunks
+//!   that fit, and every chunk is embedded. Nothing is ever truncated.
 //! - [`embed_sentences`]: the same, one sentence (or run of short sentences) at a time, so a
 //!   text that says several things has a vector for each.
-//! - [`embed_truncated`]: what sentence-transformers and ChromaDB do (keep the first 254 word pieces).
-//!   Only for baselines that reproduce that behaviour on purpose; it reports how many inputs it cut.
+//! - [`embed_truncated`]: what sentence-transformers and ChromaDB do (keep the first 254 word
+//!   pieces). Only for baselines that reproduce that behaviour on purpose; it reports how many
+//!   inputs it cut.
 //!
 //! Cost: one transformer pass per chunk; about 70-80 chunks/s on 2 cores for ~40-piece inputs.
 

@@ -61,7 +61,8 @@ impl MiniLm {
             .map_err(|e| load_err(format!("config.json: {e}")))?;
         let mut tokenizer = Tokenizer::from_file(dir.join("tokenizer.json"))
             .map_err(|e| load_err(format!("tokenizer.json: {e}")))?;
-        // tokenizer.json ships with truncation and padding at 128; aril chunks instead of truncating.
+        // tokenizer.json ships with truncation and padding at 128; aril chunks instead of
+        // truncating.
         tokenizer
             .with_truncation(None)
             .map_err(|e| load_err(e.to_string()))?;

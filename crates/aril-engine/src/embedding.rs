@@ -93,7 +93,8 @@ impl Engine {
 
     /// A segment's vector pooled from its turns' chunks: their mean weighted by chunk length in
     /// bytes (close to the token mean that sentence-transformers pools), normalised. Stored under a
-    /// hash of its own (`segment_vector_key`) so it is never taken for a model embedding of the text.
+    /// hash of its own (`segment_vector_key`) so it is never taken for a model embedding of the
+    /// text.
     pub(crate) fn pooled_embedding(model: &str, text: &str, members: &[Embedding]) -> Embedding {
         let dim = members
             .iter()

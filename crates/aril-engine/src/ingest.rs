@@ -5,7 +5,8 @@
 //! Cost per dense-role turn: one embedding of `Speaker: text`, a model pass per sentence run or
 //! chunk (`Config::turn_vectors`, cached by `Engine::vector_key`); per turn,
 //! one o200k count and one segmenter step. Per closed segment: a vector pooled from its turns'
-//! chunks (or, with `segment_vectors = "embedded"`, one chunked embedding of its text). No LLM call.
+//! chunks (or, with `segment_vectors = "embedded"`, one chunked embedding of its text). No LLM
+//! call.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -322,8 +323,9 @@ impl Engine {
         })
     }
 
-    /// Gives each segment its vector (as [`Config::segment_vectors`] says) and its record. A segment
-    /// without dense-role turns has no vector. Returns the records and the cache entries to commit.
+    /// Gives each segment its vector (as [`Config::segment_vectors`] says) and its record. A
+    /// segment without dense-role turns has no vector. Returns the records and the cache entries to
+    /// commit.
     pub(crate) fn segment_vectors(
         &mut self,
         segments: Vec<(Segment, Vec<String>)>,

@@ -367,7 +367,8 @@ impl LexicalIndex {
         self.merge_all()
     }
 
-    /// Merges all segments into one, which drops deleted documents from disk, then collects garbage.
+    /// Merges all segments into one, which drops deleted documents from disk, then collects
+    /// garbage.
     fn merge_all(&mut self) -> Result<(), IndexError> {
         let ids = self.index.searchable_segment_ids()?;
         let has_deletes = self

@@ -1,6 +1,7 @@
 //! The client against a real model: llama.cpp's `llama-server` serving SmolLM2-135M-Instruct, both
-//! fetched and built by `scripts/fetch-llm` ([`LocalServer::from_cache`]). The tiny model's content is nonsense: this checks the
-//! plumbing (schema enforcement, validation, accounting), never answer quality.
+//! fetched and built by `scripts/fetch-llm` ([`LocalServer::from_cache`]). The tiny model's content
+//! is nonsense: this checks the plumbing (schema enforcement, validation, accounting), never answer
+//! quality.
 
 use aril_llm::{
     ChatModel, ChatRequest, ClientOptions, JsonSpec, Ledger, LocalServer, Message, OpenAiClient,

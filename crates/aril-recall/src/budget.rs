@@ -5,7 +5,8 @@
 use std::collections::HashSet;
 use std::hash::Hash;
 
-/// The units chosen (index into the candidates, with the turns each newly shows) and the tokens used.
+/// The units chosen (index into the candidates, with the turns each newly shows) and the tokens
+/// used.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Packed<T> {
     pub chosen: Vec<(usize, Vec<T>)>,

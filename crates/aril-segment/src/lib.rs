@@ -3,10 +3,12 @@
 //!
 //! For turn `t` and open segment `k` (centroid `c_k`, last turn `h_k`):
 //! - surprise `s_t = 1 - max(sim(e_t, c_k), sim(e_t, h_k))`
-//! - cohesion drop `d_t = coh(k) - coh(k + t)`, where `coh` is the mean similarity of members to the
-//!   centroid
-//! - length pressures `L_t = (T_k - target) / (target - min)` on tokens, `N_t = n_k / max_exchanges`
-//! - `p_t = sigmoid(b + w_s*phi(s_t) + w_c*d_t + w_l*L_t + w_n*N_t)`, `phi(s) = (s - center) / scale`
+//! - cohesion drop `d_t = coh(k) - coh(k + t)`, where `coh` is the mean similarity of members to
+//!   the centroid
+//! - length pressures `L_t = (T_k - target) / (target - min)` on tokens and
+//!   `N_t = n_k / max_exchanges` on exchanges
+//! - `p_t = sigmoid(b + w_s*phi(s_t) + w_c*d_t + w_l*L_t + w_n*N_t)`, where
+//!   `phi(s) = (s - center) / scale`
 //!
 //! The segment closes before `t` when `p_t > threshold`, when `t` starts another session, or when
 //! adding `t` would pass the token cap; it closes after `t` when it reaches the exchange cap.

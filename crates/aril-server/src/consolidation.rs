@@ -1,9 +1,10 @@
 //! Consolidation in the background of a serving process: one thread claims the oldest queued
-//! segment (so servers sharing a store never encode one twice), reads its encoding input with the engine, runs the encoder call **without** holding
-//! the engine (requests go on meanwhile), and stores the outcome with the engine again. The queue
-//! is the store's (`consolidation` table), so it is bounded by what ingest closed, survives a
-//! restart, and a segment deleted or rebuilt during its call is left alone. An endpoint that
-//! cannot be reached leaves the segment queued and the worker waits before it tries again.
+//! segment (so servers sharing a store never encode one twice), reads its encoding input with the
+//! engine, runs the encoder call **without** holding the engine (requests go on meanwhile), and
+//! stores the outcome with the engine again. The queue is the store's (`consolidation` table), so
+//! it is bounded by what ingest closed, survives a restart, and a segment deleted or rebuilt during
+//! its call is left alone. An endpoint that cannot be reached leaves the segment queued and the
+//! worker waits before it tries again.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

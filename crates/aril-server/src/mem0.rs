@@ -2,10 +2,10 @@
 //!
 //! Routes are those the official `mem0ai` client (2.2.1) calls — `GET /v1/ping/`,
 //! `POST /v3/memories/add/`, `POST /v3/memories/search/`, `POST /v3/memories/` (get_all),
-//! `GET|PUT|DELETE /v1/memories/{id}/`, `GET /v1/memories/{id}/history/`, `DELETE /v1/memories/` (delete_all), `GET /v1/entities/` and
-//! `DELETE /v2/entities/{type}/{name}/` (reset) — the v1/v2 forms older clients use, and those of
-//! Mem0's open-source REST server (`POST|GET|DELETE /memories`, `GET /memories/{id}`,
-//! `POST /search`, `POST /reset`).
+//! `GET|PUT|DELETE /v1/memories/{id}/`, `GET /v1/memories/{id}/history/`, `DELETE /v1/memories/`
+//! (delete_all), `GET /v1/entities/` and `DELETE /v2/entities/{type}/{name}/` (reset) — the v1/v2
+//! forms older clients use, and those of Mem0's open-source REST server
+//! (`POST|GET|DELETE /memories`, `GET /memories/{id}`, `POST /search`, `POST /reset`).
 //!
 //! Without an LLM a memory is a turn, kept verbatim: `add` returns the turns it stored and invents
 //! nothing. With an encoder configured, `add` answers with the cards it wrote from the messages

@@ -486,8 +486,8 @@ pub(crate) fn describe_filter(filter: &ScopeFilter) -> String {
     )
 }
 
-/// The storage seam. Implementations: [`SqliteStore`] (embedded) and [`PgStore`] (PostgreSQL). Every method that writes is
-/// atomic and durable when it returns.
+/// The storage seam. Implementations: [`SqliteStore`] (embedded) and [`PgStore`] (PostgreSQL).
+/// Every method that writes is atomic and durable when it returns.
 pub trait Store: Send {
     /// Which of `ids` are already stored.
     fn existing_turns(&self, ids: &[TurnId]) -> Result<HashSet<TurnId>, StoreError>;

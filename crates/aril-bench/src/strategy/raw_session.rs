@@ -1,6 +1,6 @@
-//! seed 004's session-document baselines (MemPalace's method and its all-turns variant): one document per
-//! session, embedded as ChromaDB does (all-MiniLM-L6-v2 truncated to 256 word pieces), ranked by
-//! cosine. They reproduce the truncation pitfall on purpose.
+//! seed 004's session-document baselines (MemPalace's method and its all-turns variant): one
+//! document per session, embedded as ChromaDB does (all-MiniLM-L6-v2 truncated to 256 word pieces),
+//! ranked by cosine. They reproduce the truncation pitfall on purpose.
 //!
 //! - `raw-session-all`: every turn rendered `Role: content` (role capitalised), joined by newlines.
 //! - `raw-session-user`: the user turns' contents joined by newlines; sessions without user text
