@@ -126,12 +126,39 @@ pub fn resolve_evidence(raw: &str, turns: &HashSet<String>) -> Option<String> {
     }
 }
 
-/// A LoCoMo evidence list resolved by [`resolve_evidence`]: entries may join several ids with
-/// `;`, each id is kept once, in order. Returns the ids and how many could not be resolved.
+/// The ids one LoCoMo evidence entry names: entries may join several with `;` or `,`
+/// (`D8:6; D9:17`), or with spaces when every word is a whole id (`D9:1 D4:4`); a piece whose
+/// words are not all ids (`D 9:1`) stays one malformed id for [`resolve_evidence`].
+fn evidence_entry_ids(entry: &str) -> Vec<&str> {
+    let whole_id = |w: &str| {
+        w.strip_prefix('D')
+            .and_then(|rest| rest.split_once(':'))
+            .is_some_and(|(s, t)| {
+                [s, t]
+                    .iter()
+                    .all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+            })
+    };
+    entry
+        .split([';', ','])
+        .flat_map(|piece| {
+            let words: Vec<&str> = piece.split_whitespace().collect();
+            if words.len() > 1 && words.iter().all(|w| whole_id(w)) {
+                words
+            } else {
+                vec![piece]
+            }
+        })
+        .collect()
+}
+
+/// A LoCoMo evidence list resolved by [`resolve_evidence`], entry by entry
+/// ([`evidence_entry_ids`]); each id is kept once, in order. Returns the ids and how many could
+/// not be resolved.
 fn resolve_evidence_list(raw: &[String], turns: &HashSet<String>) -> (Vec<String>, usize) {
     let mut evidence = Vec::new();
     let mut unresolvable = 0;
-    for id in raw.iter().flat_map(|e| e.split(';')) {
+    for id in raw.iter().flat_map(|e| evidence_entry_ids(e)) {
         match resolve_evidence(id, turns) {
             Some(id) if !evidence.contains(&id) => evidence.push(id),
             Some(_) => {}
@@ -456,5 +483,31 @@ mod tests {
         assert_eq!(resolve_evidence("D30:05", &turns), None);
         assert_eq!(resolve_evidence("D3:05", &turns).as_deref(), Some("D3:5"));
         assert_eq!(resolve_evidence("nonsense", &turns), None);
+    }
+
+    #[test]
+    fn an_evidence_entry_joining_several_ids_counts_each() {
+        let turns: HashSet<String> = ["D1:3", "D11:26", "D3:5", "D9:17"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let list = |entries: &[&str]| {
+            let raw: Vec<String> = entries.iter().map(|e| e.to_string()).collect();
+            resolve_evidence_list(&raw, &turns)
+        };
+        let ids = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(list(&["D1:3; D9:17"]), (ids(&["D1:3", "D9:17"]), 0));
+        assert_eq!(list(&["D1:3, D3:5"]), (ids(&["D1:3", "D3:5"]), 0));
+        assert_eq!(
+            list(&["D1:3 D3:5 D9:17"]),
+            (ids(&["D1:3", "D3:5", "D9:17"]), 0)
+        );
+        // One of the joined ids names no turn: the others still count, it is unresolvable.
+        assert_eq!(list(&["D1:3 D7:7"]), (ids(&["D1:3"]), 1));
+        // Words that are not all whole ids stay one malformed id, resolved by its numbers.
+        assert_eq!(list(&["D 3:5"]), (ids(&["D3:5"]), 0));
+        assert_eq!(list(&["D:11:26"]), (ids(&["D11:26"]), 0));
+        // An id named twice is kept once.
+        assert_eq!(list(&["D1:3", "D1:3; D3:5"]), (ids(&["D1:3", "D3:5"]), 0));
     }
 }
