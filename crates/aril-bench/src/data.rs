@@ -153,8 +153,54 @@ pub fn locomo(path: &Path) -> Result<Vec<Case>, BenchError> {
     Ok(cases)
 }
 
-/// HotpotQA (distractor setting, one JSON object per line): each paragraph is a one-turn session.
+/// HotpotQA (distractor setting) in either published form: one JSON object per line
+/// (`question_id`, `question_text`, `contexts` of `id`, `title`, `paragraph_text`: the form of
+/// `../shared/data/hotpotqa`), or HotpotQA's own JSON array (`_id`, `question`, `context` as
+/// `[title, [sentence, ...]]` pairs), where a paragraph's id is its position in `context`
+/// ([`hotpotqa_is_original`]). Each paragraph is a one-turn session.
 pub fn hotpotqa(path: &Path) -> Result<Vec<Case>, BenchError> {
+    let text = crate::read_text(path)?;
+    let records = if hotpotqa_is_original(&text) {
+        original_hotpotqa(path, &text)?
+    } else {
+        hotpotqa_lines(path, &text)?
+    };
+    Ok(records
+        .into_iter()
+        .map(|(id, question, paragraphs)| {
+            let sessions = paragraphs
+                .into_iter()
+                .map(|(pid, title, body)| HSession {
+                    id: pid.clone(),
+                    date: None,
+                    turns: vec![HTurn {
+                        id: pid,
+                        role: Role::User,
+                        speaker: None,
+                        text: format!("{title}: {body}"),
+                    }],
+                })
+                .collect();
+            Case {
+                haystack_key: id.clone(),
+                id,
+                question,
+                question_date: None,
+                sessions: std::sync::Arc::new(sessions),
+            }
+        })
+        .collect())
+}
+
+/// Whether a HotpotQA file is HotpotQA's own JSON array rather than one object per line.
+pub(crate) fn hotpotqa_is_original(text: &str) -> bool {
+    text.trim_start().starts_with('[')
+}
+
+/// A HotpotQA question as the strategies see it: id, question, paragraphs (id, title, text).
+type HotpotRecord = (String, String, Vec<(String, String, String)>);
+
+fn hotpotqa_lines(path: &Path, text: &str) -> Result<Vec<HotpotRecord>, BenchError> {
     #[derive(Deserialize)]
     struct Line {
         question_id: String,
@@ -167,35 +213,44 @@ pub fn hotpotqa(path: &Path) -> Result<Vec<Case>, BenchError> {
         title: String,
         paragraph_text: String,
     }
-    let text = crate::read_text(path)?;
-    let mut cases = Vec::new();
+    let mut out = Vec::new();
     for (n, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
         let l: Line = serde_json::from_str(line)
             .map_err(|e| BenchError::data(path, format!("line {}: {e}", n + 1)))?;
-        let sessions = l
+        let paragraphs = l
             .contexts
             .into_iter()
-            .map(|p| HSession {
-                id: p.id.clone(),
-                date: None,
-                turns: vec![HTurn {
-                    id: p.id,
-                    role: Role::User,
-                    speaker: None,
-                    text: format!("{}: {}", p.title, p.paragraph_text),
-                }],
-            })
+            .map(|p| (p.id, p.title, p.paragraph_text))
             .collect();
-        cases.push(Case {
-            haystack_key: l.question_id.clone(),
-            id: l.question_id,
-            question: l.question_text,
-            question_date: None,
-            sessions: std::sync::Arc::new(sessions),
-        });
+        out.push((l.question_id, l.question_text, paragraphs));
     }
-    Ok(cases)
+    Ok(out)
+}
+
+fn original_hotpotqa(path: &Path, text: &str) -> Result<Vec<HotpotRecord>, BenchError> {
+    #[derive(Deserialize)]
+    struct Question {
+        #[serde(rename = "_id")]
+        id: String,
+        question: String,
+        context: Vec<(String, Vec<String>)>,
+    }
+    let questions: Vec<Question> =
+        serde_json::from_str(text).map_err(|e| BenchError::data(path, e.to_string()))?;
+    Ok(questions
+        .into_iter()
+        .map(|q| {
+            let paragraphs = q
+                .context
+                .into_iter()
+                .enumerate()
+                // HotpotQA's sentences carry their own leading spaces.
+                .map(|(i, (title, sentences))| (i.to_string(), title, sentences.concat()))
+                .collect();
+            (q.id, q.question, paragraphs)
+        })
+        .collect())
 }

@@ -322,8 +322,33 @@ impl LocomoAudit {
     }
 }
 
-/// HotpotQA gold: supporting paragraph ids by question id.
+/// HotpotQA gold: supporting paragraph ids by question id, from either form
+/// [`crate::data::hotpotqa`] reads (in HotpotQA's own, the paragraphs whose titles
+/// `supporting_facts` names, by position in `context`).
 pub fn hotpotqa(path: &Path) -> Result<HashMap<String, Gold>, BenchError> {
+    let text = crate::read_text(path)?;
+    let golds = if crate::data::hotpotqa_is_original(&text) {
+        original_hotpotqa(path, &text)?
+    } else {
+        hotpotqa_lines(path, &text)?
+    };
+    Ok(golds
+        .into_iter()
+        .map(|(id, supporting, answer)| {
+            let gold = Gold {
+                answer_sessions: supporting,
+                answer,
+                ..Gold::default()
+            };
+            (id, gold)
+        })
+        .collect())
+}
+
+/// One HotpotQA question's gold: id, supporting paragraph ids, answer.
+type HotpotGold = (String, Vec<String>, String);
+
+fn hotpotqa_lines(path: &Path, text: &str) -> Result<Vec<HotpotGold>, BenchError> {
     #[derive(Deserialize)]
     struct Line {
         question_id: String,
@@ -341,8 +366,7 @@ pub fn hotpotqa(path: &Path) -> Result<HashMap<String, Gold>, BenchError> {
         id: String,
         is_supporting: bool,
     }
-    let text = crate::read_text(path)?;
-    let mut out = HashMap::new();
+    let mut out = Vec::new();
     for (n, line) in text
         .lines()
         .enumerate()
@@ -356,22 +380,44 @@ pub fn hotpotqa(path: &Path) -> Result<HashMap<String, Gold>, BenchError> {
             .filter(|p| p.is_supporting)
             .map(|p| p.id)
             .collect();
-        out.insert(
-            l.question_id,
-            Gold {
-                answer_sessions: supporting,
-                answer: l
-                    .answers_objects
-                    .iter()
-                    .flat_map(|a| a.spans.iter())
-                    .next()
-                    .cloned()
-                    .unwrap_or_default(),
-                ..Gold::default()
-            },
-        );
+        let answer = l
+            .answers_objects
+            .iter()
+            .flat_map(|a| a.spans.iter())
+            .next()
+            .cloned()
+            .unwrap_or_default();
+        out.push((l.question_id, supporting, answer));
     }
     Ok(out)
+}
+
+fn original_hotpotqa(path: &Path, text: &str) -> Result<Vec<HotpotGold>, BenchError> {
+    #[derive(Deserialize)]
+    struct Question {
+        #[serde(rename = "_id")]
+        id: String,
+        #[serde(default)]
+        answer: String,
+        context: Vec<(String, serde::de::IgnoredAny)>,
+        supporting_facts: Vec<(String, serde::de::IgnoredAny)>,
+    }
+    let questions: Vec<Question> =
+        serde_json::from_str(text).map_err(|e| BenchError::data(path, e.to_string()))?;
+    Ok(questions
+        .into_iter()
+        .map(|q| {
+            let titles: HashSet<&String> = q.supporting_facts.iter().map(|(t, _)| t).collect();
+            let supporting = q
+                .context
+                .iter()
+                .enumerate()
+                .filter(|(_, (title, _))| titles.contains(title))
+                .map(|(i, _)| i.to_string())
+                .collect();
+            (q.id, supporting, q.answer)
+        })
+        .collect())
 }
 
 #[cfg(test)]
@@ -509,5 +555,61 @@ mod tests {
         assert_eq!(list(&["D:11:26"]), (ids(&["D11:26"]), 0));
         // An id named twice is kept once.
         assert_eq!(list(&["D1:3", "D1:3; D3:5"]), (ids(&["D1:3", "D3:5"]), 0));
+    }
+
+    #[test]
+    fn hotpotqa_reads_its_original_json_as_it_reads_the_line_form() {
+        let dir = tempfile::tempdir().unwrap();
+        let original = serde_json::json!([{
+            "_id": "q1", "question": "Which city?", "answer": "Paris", "type": "bridge",
+            "level": "hard",
+            "supporting_facts": [["B", 0], ["C", 1], ["C", 0]],
+            "context": [
+                ["A", ["A one.", " A two."]],
+                ["B", ["B one."]],
+                ["C", ["C one.", " C two."]]
+            ]
+        }]);
+        let lines = serde_json::json!({
+            "question_id": "q1", "question_text": "Which city?",
+            "answers_objects": [{"spans": ["Paris"]}],
+            "contexts": [
+                {"id": "0", "title": "A", "paragraph_text": "A one. A two.", "is_supporting": false},
+                {"id": "1", "title": "B", "paragraph_text": "B one.", "is_supporting": true},
+                {"id": "2", "title": "C", "paragraph_text": "C one. C two.", "is_supporting": true}
+            ]
+        });
+        let write = |name: &str, text: String| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).unwrap();
+            path
+        };
+        let a = write("hotpot.json", original.to_string());
+        let b = write("hotpot.jsonl", format!("{lines}\n"));
+        let (cases_a, cases_b) = (
+            crate::data::hotpotqa(&a).unwrap(),
+            crate::data::hotpotqa(&b).unwrap(),
+        );
+        assert_eq!(format!("{cases_a:?}"), format!("{cases_b:?}"));
+        assert_eq!(cases_a[0].sessions[2].turns[0].text, "C: C one. C two.");
+        let (gold_a, gold_b) = (hotpotqa(&a).unwrap(), hotpotqa(&b).unwrap());
+        assert_eq!(gold_a["q1"].answer_sessions, ["1", "2"]);
+        assert_eq!(gold_a["q1"].answer_sessions, gold_b["q1"].answer_sessions);
+        assert_eq!(gold_a["q1"].answer, "Paris");
+        // The strategies' view holds no gold: without it the cases are the same.
+        let mut stripped = original.clone();
+        for key in ["answer", "supporting_facts", "type", "level"] {
+            stripped[0].as_object_mut().unwrap().remove(key);
+        }
+        let c = write("stripped.json", stripped.to_string());
+        let cases_c = crate::data::hotpotqa(&c).unwrap();
+        assert_eq!(format!("{cases_a:?}"), format!("{cases_c:?}"));
+        // A malformed file is an error naming it.
+        let bad = write(
+            "bad.json",
+            r#"[{"_id": "q1", "question": "?", "context": [["A"]]}]"#.into(),
+        );
+        let e = crate::data::hotpotqa(&bad).unwrap_err().to_string();
+        assert!(e.contains("bad.json"), "{e}");
     }
 }
