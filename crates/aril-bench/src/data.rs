@@ -213,21 +213,18 @@ fn hotpotqa_lines(path: &Path, text: &str) -> Result<Vec<HotpotRecord>, BenchErr
         title: String,
         paragraph_text: String,
     }
-    let mut out = Vec::new();
-    for (n, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let l: Line = serde_json::from_str(line)
-            .map_err(|e| BenchError::data(path, format!("line {}: {e}", n + 1)))?;
-        let paragraphs = l
-            .contexts
-            .into_iter()
-            .map(|p| (p.id, p.title, p.paragraph_text))
-            .collect();
-        out.push((l.question_id, l.question_text, paragraphs));
-    }
-    Ok(out)
+    let lines: Vec<Line> = crate::json_lines(path, text)?;
+    Ok(lines
+        .into_iter()
+        .map(|l| {
+            let paragraphs = l
+                .contexts
+                .into_iter()
+                .map(|p| (p.id, p.title, p.paragraph_text))
+                .collect();
+            (l.question_id, l.question_text, paragraphs)
+        })
+        .collect())
 }
 
 fn original_hotpotqa(path: &Path, text: &str) -> Result<Vec<HotpotRecord>, BenchError> {

@@ -366,30 +366,26 @@ fn hotpotqa_lines(path: &Path, text: &str) -> Result<Vec<HotpotGold>, BenchError
         id: String,
         is_supporting: bool,
     }
-    let mut out = Vec::new();
-    for (n, line) in text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-    {
-        let l: Line = serde_json::from_str(line)
-            .map_err(|e| BenchError::data(path, format!("line {}: {e}", n + 1)))?;
-        let supporting = l
-            .contexts
-            .into_iter()
-            .filter(|p| p.is_supporting)
-            .map(|p| p.id)
-            .collect();
-        let answer = l
-            .answers_objects
-            .iter()
-            .flat_map(|a| a.spans.iter())
-            .next()
-            .cloned()
-            .unwrap_or_default();
-        out.push((l.question_id, supporting, answer));
-    }
-    Ok(out)
+    let lines: Vec<Line> = crate::json_lines(path, text)?;
+    Ok(lines
+        .into_iter()
+        .map(|l| {
+            let supporting = l
+                .contexts
+                .into_iter()
+                .filter(|p| p.is_supporting)
+                .map(|p| p.id)
+                .collect();
+            let answer = l
+                .answers_objects
+                .iter()
+                .flat_map(|a| a.spans.iter())
+                .next()
+                .cloned()
+                .unwrap_or_default();
+            (l.question_id, supporting, answer)
+        })
+        .collect())
 }
 
 fn original_hotpotqa(path: &Path, text: &str) -> Result<Vec<HotpotGold>, BenchError> {

@@ -64,6 +64,22 @@ pub(crate) fn read_text(path: &std::path::Path) -> Result<String, BenchError> {
     })
 }
 
+/// The records of a JSON Lines file (`text`, read from `path`), blank lines skipped; a bad line is
+/// an error naming the file and the line.
+pub(crate) fn json_lines<T: serde::de::DeserializeOwned>(
+    path: &std::path::Path,
+    text: &str,
+) -> Result<Vec<T>, BenchError> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| !line.trim().is_empty())
+        .map(|(n, line)| {
+            serde_json::from_str(line)
+                .map_err(|e| BenchError::data(path, format!("line {}: {e}", n + 1)))
+        })
+        .collect()
+}
+
 impl BenchError {
     pub(crate) fn data(path: &std::path::Path, message: impl Into<String>) -> Self {
         BenchError::Data {
