@@ -106,9 +106,7 @@ pub fn locomo(path: &Path) -> Result<Vec<Case>, BenchError> {
     }
     let conversations =
         locomo::read(path, &[]).map_err(|e| BenchError::data(path, e.to_string()))?;
-    let text = crate::read_text(path)?;
-    let samples: Vec<Sample> =
-        serde_json::from_str(&text).map_err(|e| BenchError::data(path, e.to_string()))?;
+    let samples: Vec<Sample> = crate::read_json(path)?;
     let mut cases = Vec::new();
     for (conv, sample) in conversations.into_iter().zip(samples) {
         if conv.id != sample.sample_id {
@@ -157,50 +155,8 @@ pub fn locomo(path: &Path) -> Result<Vec<Case>, BenchError> {
 /// (`question_id`, `question_text`, `contexts` of `id`, `title`, `paragraph_text`: the form of
 /// `../shared/data/hotpotqa`), or HotpotQA's own JSON array (`_id`, `question`, `context` as
 /// `[title, [sentence, ...]]` pairs), where a paragraph's id is its position in `context`
-/// ([`hotpotqa_is_original`]). Each paragraph is a one-turn session.
+/// ([`read_hotpotqa`]). Each paragraph is a one-turn session.
 pub fn hotpotqa(path: &Path) -> Result<Vec<Case>, BenchError> {
-    let text = crate::read_text(path)?;
-    let records = if hotpotqa_is_original(&text) {
-        original_hotpotqa(path, &text)?
-    } else {
-        hotpotqa_lines(path, &text)?
-    };
-    Ok(records
-        .into_iter()
-        .map(|(id, question, paragraphs)| {
-            let sessions = paragraphs
-                .into_iter()
-                .map(|(pid, title, body)| HSession {
-                    id: pid.clone(),
-                    date: None,
-                    turns: vec![HTurn {
-                        id: pid,
-                        role: Role::User,
-                        speaker: None,
-                        text: format!("{title}: {body}"),
-                    }],
-                })
-                .collect();
-            Case {
-                haystack_key: id.clone(),
-                id,
-                question,
-                question_date: None,
-                sessions: std::sync::Arc::new(sessions),
-            }
-        })
-        .collect())
-}
-
-/// Whether a HotpotQA file is HotpotQA's own JSON array rather than one object per line.
-pub(crate) fn hotpotqa_is_original(text: &str) -> bool {
-    text.trim_start().starts_with('[')
-}
-
-/// A HotpotQA question as the strategies see it: id, question, paragraphs (id, title, text).
-type HotpotRecord = (String, String, Vec<(String, String, String)>);
-
-fn hotpotqa_lines(path: &Path, text: &str) -> Result<Vec<HotpotRecord>, BenchError> {
     #[derive(Deserialize)]
     struct Line {
         question_id: String,
@@ -213,21 +169,6 @@ fn hotpotqa_lines(path: &Path, text: &str) -> Result<Vec<HotpotRecord>, BenchErr
         title: String,
         paragraph_text: String,
     }
-    let lines: Vec<Line> = crate::json_lines(path, text)?;
-    Ok(lines
-        .into_iter()
-        .map(|l| {
-            let paragraphs = l
-                .contexts
-                .into_iter()
-                .map(|p| (p.id, p.title, p.paragraph_text))
-                .collect();
-            (l.question_id, l.question_text, paragraphs)
-        })
-        .collect())
-}
-
-fn original_hotpotqa(path: &Path, text: &str) -> Result<Vec<HotpotRecord>, BenchError> {
     #[derive(Deserialize)]
     struct Question {
         #[serde(rename = "_id")]
@@ -235,19 +176,76 @@ fn original_hotpotqa(path: &Path, text: &str) -> Result<Vec<HotpotRecord>, Bench
         question: String,
         context: Vec<(String, Vec<String>)>,
     }
-    let questions: Vec<Question> =
-        serde_json::from_str(text).map_err(|e| BenchError::data(path, e.to_string()))?;
-    Ok(questions
-        .into_iter()
-        .map(|q| {
-            let paragraphs = q
-                .context
-                .into_iter()
-                .enumerate()
-                // HotpotQA's sentences carry their own leading spaces.
-                .map(|(i, (title, sentences))| (i.to_string(), title, sentences.concat()))
-                .collect();
-            (q.id, q.question, paragraphs)
-        })
-        .collect())
+    // A question's case from its id, question and paragraphs (id, title, text).
+    let case = |id: String, question: String, paragraphs: Vec<(String, String, String)>| {
+        let sessions = paragraphs
+            .into_iter()
+            .map(|(pid, title, body)| HSession {
+                id: pid.clone(),
+                date: None,
+                turns: vec![HTurn {
+                    id: pid,
+                    role: Role::User,
+                    speaker: None,
+                    text: format!("{title}: {body}"),
+                }],
+            })
+            .collect();
+        Case {
+            haystack_key: id.clone(),
+            id,
+            question,
+            question_date: None,
+            sessions: std::sync::Arc::new(sessions),
+        }
+    };
+    Ok(match read_hotpotqa::<Line, Question>(path)? {
+        HotpotFile::Lines(lines) => lines
+            .into_iter()
+            .map(|l| {
+                let paragraphs = l
+                    .contexts
+                    .into_iter()
+                    .map(|p| (p.id, p.title, p.paragraph_text))
+                    .collect();
+                case(l.question_id, l.question_text, paragraphs)
+            })
+            .collect(),
+        HotpotFile::Original(questions) => questions
+            .into_iter()
+            .map(|q| {
+                let paragraphs = q
+                    .context
+                    .into_iter()
+                    .enumerate()
+                    // HotpotQA's sentences carry their own leading spaces.
+                    .map(|(i, (title, sentences))| (i.to_string(), title, sentences.concat()))
+                    .collect();
+                case(q.id, q.question, paragraphs)
+            })
+            .collect(),
+    })
+}
+
+/// A HotpotQA file's records in the form it is written in: one JSON object per line (`L`), or
+/// HotpotQA's own JSON array (`O`), told apart by the first character. The case loader and the
+/// gold loader each read the fields they may see.
+pub(crate) enum HotpotFile<L, O> {
+    Lines(Vec<L>),
+    Original(Vec<O>),
+}
+
+pub(crate) fn read_hotpotqa<L, O>(path: &Path) -> Result<HotpotFile<L, O>, BenchError>
+where
+    L: serde::de::DeserializeOwned,
+    O: serde::de::DeserializeOwned,
+{
+    let text = crate::read_text(path)?;
+    if text.trim_start().starts_with('[') {
+        serde_json::from_str(&text)
+            .map(HotpotFile::Original)
+            .map_err(|e| BenchError::data(path, e.to_string()))
+    } else {
+        crate::json_lines(path, &text).map(HotpotFile::Lines)
+    }
 }

@@ -7,7 +7,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use crate::BenchError;
-use crate::data::Case;
+use crate::data::{Case, HotpotFile};
 
 /// What is known to be right for one case.
 #[derive(Debug, Clone, Default)]
@@ -40,11 +40,6 @@ fn answer_text(v: &serde_json::Value) -> String {
     }
 }
 
-fn read<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, BenchError> {
-    let text = crate::read_text(path)?;
-    serde_json::from_str(&text).map_err(|e| BenchError::data(path, e.to_string()))
-}
-
 /// LongMemEval gold by question id.
 pub fn longmemeval(path: &Path) -> Result<HashMap<String, Gold>, BenchError> {
     #[derive(Deserialize)]
@@ -63,7 +58,7 @@ pub fn longmemeval(path: &Path) -> Result<HashMap<String, Gold>, BenchError> {
         #[serde(default)]
         has_answer: bool,
     }
-    let qs: Vec<Q> = read(path)?;
+    let qs: Vec<Q> = crate::read_json(path)?;
     Ok(qs
         .into_iter()
         .map(|q| {
@@ -184,7 +179,7 @@ pub fn locomo(path: &Path) -> Result<HashMap<String, Gold>, BenchError> {
         #[serde(default)]
         answer: serde_json::Value,
     }
-    let samples: Vec<Sample> = read(path)?;
+    let samples: Vec<Sample> = crate::read_json(path)?;
     let mut out = HashMap::new();
     for s in samples {
         let turns: HashSet<String> = s
@@ -262,7 +257,7 @@ impl LocomoAudit {
             #[serde(default)]
             correct_answer: Option<String>,
         }
-        let raw: Vec<Entry> = read(path)?;
+        let raw: Vec<Entry> = crate::read_json(path)?;
         let mut entries = Vec::with_capacity(raw.len());
         for e in raw {
             let index = e
@@ -326,29 +321,6 @@ impl LocomoAudit {
 /// [`crate::data::hotpotqa`] reads (in HotpotQA's own, the paragraphs whose titles
 /// `supporting_facts` names, by position in `context`).
 pub fn hotpotqa(path: &Path) -> Result<HashMap<String, Gold>, BenchError> {
-    let text = crate::read_text(path)?;
-    let golds = if crate::data::hotpotqa_is_original(&text) {
-        original_hotpotqa(path, &text)?
-    } else {
-        hotpotqa_lines(path, &text)?
-    };
-    Ok(golds
-        .into_iter()
-        .map(|(id, supporting, answer)| {
-            let gold = Gold {
-                answer_sessions: supporting,
-                answer,
-                ..Gold::default()
-            };
-            (id, gold)
-        })
-        .collect())
-}
-
-/// One HotpotQA question's gold: id, supporting paragraph ids, answer.
-type HotpotGold = (String, Vec<String>, String);
-
-fn hotpotqa_lines(path: &Path, text: &str) -> Result<Vec<HotpotGold>, BenchError> {
     #[derive(Deserialize)]
     struct Line {
         question_id: String,
@@ -366,29 +338,6 @@ fn hotpotqa_lines(path: &Path, text: &str) -> Result<Vec<HotpotGold>, BenchError
         id: String,
         is_supporting: bool,
     }
-    let lines: Vec<Line> = crate::json_lines(path, text)?;
-    Ok(lines
-        .into_iter()
-        .map(|l| {
-            let supporting = l
-                .contexts
-                .into_iter()
-                .filter(|p| p.is_supporting)
-                .map(|p| p.id)
-                .collect();
-            let answer = l
-                .answers_objects
-                .iter()
-                .flat_map(|a| a.spans.iter())
-                .next()
-                .cloned()
-                .unwrap_or_default();
-            (l.question_id, supporting, answer)
-        })
-        .collect())
-}
-
-fn original_hotpotqa(path: &Path, text: &str) -> Result<Vec<HotpotGold>, BenchError> {
     #[derive(Deserialize)]
     struct Question {
         #[serde(rename = "_id")]
@@ -398,22 +347,46 @@ fn original_hotpotqa(path: &Path, text: &str) -> Result<Vec<HotpotGold>, BenchEr
         context: Vec<(String, serde::de::IgnoredAny)>,
         supporting_facts: Vec<(String, serde::de::IgnoredAny)>,
     }
-    let questions: Vec<Question> =
-        serde_json::from_str(text).map_err(|e| BenchError::data(path, e.to_string()))?;
-    Ok(questions
-        .into_iter()
-        .map(|q| {
-            let titles: HashSet<&String> = q.supporting_facts.iter().map(|(t, _)| t).collect();
-            let supporting = q
-                .context
-                .iter()
-                .enumerate()
-                .filter(|(_, (title, _))| titles.contains(title))
-                .map(|(i, _)| i.to_string())
-                .collect();
-            (q.id, supporting, q.answer)
-        })
-        .collect())
+    let gold = |supporting: Vec<String>, answer: String| Gold {
+        answer_sessions: supporting,
+        answer,
+        ..Gold::default()
+    };
+    Ok(match crate::data::read_hotpotqa::<Line, Question>(path)? {
+        HotpotFile::Lines(lines) => lines
+            .into_iter()
+            .map(|l| {
+                let supporting = l
+                    .contexts
+                    .into_iter()
+                    .filter(|p| p.is_supporting)
+                    .map(|p| p.id)
+                    .collect();
+                let answer = l
+                    .answers_objects
+                    .iter()
+                    .flat_map(|a| a.spans.iter())
+                    .next()
+                    .cloned()
+                    .unwrap_or_default();
+                (l.question_id, gold(supporting, answer))
+            })
+            .collect(),
+        HotpotFile::Original(questions) => questions
+            .into_iter()
+            .map(|q| {
+                let titles: HashSet<&String> = q.supporting_facts.iter().map(|(t, _)| t).collect();
+                let supporting = q
+                    .context
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, (title, _))| titles.contains(title))
+                    .map(|(i, _)| i.to_string())
+                    .collect();
+                (q.id, gold(supporting, q.answer))
+            })
+            .collect(),
+    })
 }
 
 #[cfg(test)]

@@ -64,6 +64,14 @@ pub(crate) fn read_text(path: &std::path::Path) -> Result<String, BenchError> {
     })
 }
 
+/// A whole JSON file read as `T`, naming the file in the error.
+pub(crate) fn read_json<T: serde::de::DeserializeOwned>(
+    path: &std::path::Path,
+) -> Result<T, BenchError> {
+    let text = read_text(path)?;
+    serde_json::from_str(&text).map_err(|e| BenchError::data(path, e.to_string()))
+}
+
 /// The records of a JSON Lines file (`text`, read from `path`), blank lines skipped; a bad line is
 /// an error naming the file and the line.
 pub(crate) fn json_lines<T: serde::de::DeserializeOwned>(
