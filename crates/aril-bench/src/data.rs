@@ -56,7 +56,7 @@ impl Case {
 
 /// LongMemEval: one case per question, its own haystack.
 pub fn longmemeval(path: &Path) -> Result<Vec<Case>, BenchError> {
-    let questions = longmemeval::read(path).map_err(|e| BenchError::data(path, e.to_string()))?;
+    let questions = longmemeval::read(path)?;
     Ok(questions
         .into_iter()
         .map(|q| {
@@ -95,29 +95,13 @@ pub fn longmemeval(path: &Path) -> Result<Vec<Case>, BenchError> {
 /// LoCoMo: one case per question; the questions of a conversation share its haystack. Question
 /// texts are read here, never answers or evidence.
 pub fn locomo(path: &Path) -> Result<Vec<Case>, BenchError> {
-    #[derive(Deserialize)]
-    struct Sample {
-        sample_id: String,
-        qa: Vec<QuestionOnly>,
-    }
-    #[derive(Deserialize)]
-    struct QuestionOnly {
-        question: String,
-    }
-    let conversations =
-        locomo::read(path, &[]).map_err(|e| BenchError::data(path, e.to_string()))?;
-    let samples: Vec<Sample> = crate::read_json(path)?;
+    let samples = locomo::read_with_questions(path)?;
     let mut cases = Vec::new();
-    for (conv, sample) in conversations.into_iter().zip(samples) {
-        if conv.id != sample.sample_id {
-            return Err(BenchError::data(
-                path,
-                format!(
-                    "conversation order changed while reading ({} vs {})",
-                    conv.id, sample.sample_id
-                ),
-            ));
-        }
+    for locomo::ConversationWithQuestions {
+        conversation: conv,
+        questions,
+    } in samples
+    {
         let mut sessions: Vec<HSession> = Vec::new();
         for t in conv.turns {
             let sid = t.session.clone().unwrap_or_default();
@@ -138,10 +122,10 @@ pub fn locomo(path: &Path) -> Result<Vec<Case>, BenchError> {
             }
         }
         let sessions = std::sync::Arc::new(sessions);
-        for (i, q) in sample.qa.into_iter().enumerate() {
+        for (i, question) in questions.into_iter().enumerate() {
             cases.push(Case {
                 id: format!("{}#{}", conv.id, i),
-                question: q.question,
+                question,
                 question_date: None,
                 haystack_key: conv.id.clone(),
                 sessions: sessions.clone(),

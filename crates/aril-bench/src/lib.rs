@@ -39,6 +39,9 @@ pub enum BenchError {
     AuditNotLocomo(String),
     #[error("--k {k}: {why}")]
     InvalidK { k: String, why: String },
+    /// A dataset reader's error already names the file, line and column.
+    #[error(transparent)]
+    Dataset(#[from] aril_engine::datasets::DatasetError),
     #[error(transparent)]
     Embed(#[from] aril_embed::EmbedError),
     #[error(transparent)]

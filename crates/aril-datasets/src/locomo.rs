@@ -15,6 +15,23 @@ use crate::{Conversation, DatasetError, parse_locomo_time, read_json};
 struct Sample {
     sample_id: String,
     conversation: BTreeMap<String, serde_json::Value>,
+    /// The questions, read for their text only: no answer, evidence or category field is
+    /// declared, so none is ever deserialized.
+    #[serde(default)]
+    qa: Option<Vec<QuestionText>>,
+}
+
+#[derive(Deserialize)]
+struct QuestionText {
+    question: String,
+}
+
+/// A conversation with the text of its questions, in the file's order; what a benchmark may
+/// see of a sample (answers and evidence stay in the file, for the scorer alone).
+#[derive(Debug, Clone)]
+pub struct ConversationWithQuestions {
+    pub conversation: Conversation,
+    pub questions: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -29,6 +46,35 @@ struct RawTurn {
 /// Reads the conversations of a LoCoMo file; `only` keeps the named sample ids (all when empty,
 /// and an unknown name is an error).
 pub fn read(path: &Path, only: &[String]) -> Result<Vec<Conversation>, DatasetError> {
+    Ok(read_samples(path, only)?
+        .into_iter()
+        .map(|(conversation, _)| conversation)
+        .collect())
+}
+
+/// Reads every conversation of a LoCoMo file with its questions' text, in one pass over the
+/// file. A sample without a `qa` list is an error here (a benchmark needs questions).
+pub fn read_with_questions(path: &Path) -> Result<Vec<ConversationWithQuestions>, DatasetError> {
+    read_samples(path, &[])?
+        .into_iter()
+        .map(|(conversation, qa)| match qa {
+            Some(qa) => Ok(ConversationWithQuestions {
+                conversation,
+                questions: qa.into_iter().map(|q| q.question).collect(),
+            }),
+            None => Err(DatasetError::Invalid {
+                path: path.display().to_string(),
+                message: format!("conversation {} has no qa list", conversation.id),
+            }),
+        })
+        .collect()
+}
+
+/// A conversation with its sample's `qa` list as read (absent when the sample has none).
+type ReadSample = (Conversation, Option<Vec<QuestionText>>);
+
+/// The conversations of the file (those of `only`, or all) with each sample's `qa` as read.
+fn read_samples(path: &Path, only: &[String]) -> Result<Vec<ReadSample>, DatasetError> {
     let samples: Vec<Sample> = read_json(path, "LoCoMo")?;
     let invalid = |message: String| DatasetError::Invalid {
         path: path.display().to_string(),
@@ -98,11 +144,14 @@ pub fn read(path: &Path, only: &[String]) -> Result<Vec<Conversation>, DatasetEr
                 });
             }
         }
-        out.push(Conversation {
-            scope,
-            id: sample.sample_id,
-            turns,
-        });
+        out.push((
+            Conversation {
+                scope,
+                id: sample.sample_id,
+                turns,
+            },
+            sample.qa,
+        ));
     }
     Ok(out)
 }
@@ -140,6 +189,23 @@ mod tests {
         assert_eq!(t[1].session.as_deref(), Some("session_2"));
         let dump = format!("{convs:?}");
         assert!(!dump.contains("SECRET"));
+    }
+
+    #[test]
+    fn questions_are_read_with_their_conversation_and_without_answers() {
+        let f = file(SAMPLE);
+        let samples = read_with_questions(f.path()).unwrap();
+        assert_eq!(samples.len(), 1);
+        assert_eq!(samples[0].conversation.id, "c1");
+        assert_eq!(samples[0].questions, vec!["q".to_string()]);
+        assert!(!format!("{samples:?}").contains("SECRET"));
+        let f = file(&SAMPLE.replace(
+            r#""qa": [{"question": "q", "answer": "SECRET", "evidence": ["D1:1"]}],"#,
+            "",
+        ));
+        assert_eq!(read(f.path(), &[]).unwrap().len(), 1);
+        let err = read_with_questions(f.path()).unwrap_err().to_string();
+        assert!(err.contains("conversation c1 has no qa list"), "{err}");
     }
 
     #[test]
