@@ -36,10 +36,24 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", message(&e));
             ExitCode::from(2)
         }
     }
+}
+
+/// The error and its causes joined by ": ", leaving out a cause whose text the message already
+/// holds (many errors quote their source in their own text).
+fn message(e: &anyhow::Error) -> String {
+    let mut out = e.to_string();
+    for cause in e.chain().skip(1) {
+        let text = cause.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+    }
+    out
 }
 
 fn load_config(cli: &Cli) -> anyhow::Result<Config> {

@@ -177,7 +177,7 @@ impl Config {
     pub fn load(path: &Path) -> Result<Self, EngineError> {
         let text = std::fs::read_to_string(path).map_err(|e| EngineError::Io {
             what: format!("reading configuration {}", path.display()),
-            source: e,
+            cause: e,
         })?;
         let config: Config = toml::from_str(&text)
             .map_err(|e| EngineError::Config(format!("{}: {e}", path.display())))?;

@@ -7,13 +7,12 @@ pub enum EngineError {
          --data-dir"
     )]
     Busy { dir: String, holder: String },
-    #[error("{what}: {source}")]
-    Io {
-        what: String,
-        source: std::io::Error,
-    },
+    /// The cause is in the message and not a `source`, so a printed chain names it once.
+    #[error("{what}: {cause}")]
+    Io { what: String, cause: std::io::Error },
+    /// The message is the whole error (not a `source`), so a printed chain says it once.
     #[error("invalid input: {0}")]
-    InvalidInput(#[from] aril_core::InvalidInput),
+    InvalidInput(aril_core::InvalidInput),
     #[error("no memory with id {0:?}: check the id (a memory's id is that of its first version)")]
     UnknownMemory(String),
     #[error("invalid configuration: {0}")]
@@ -30,4 +29,10 @@ pub enum EngineError {
     Dataset(#[from] aril_datasets::DatasetError),
     #[error(transparent)]
     Llm(#[from] aril_llm::LlmError),
+}
+
+impl From<aril_core::InvalidInput> for EngineError {
+    fn from(e: aril_core::InvalidInput) -> Self {
+        EngineError::InvalidInput(e)
+    }
 }

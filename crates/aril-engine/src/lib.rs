@@ -205,7 +205,7 @@ impl Engine {
             StoreAt::Embedded => {
                 std::fs::create_dir_all(dir).map_err(|e| EngineError::Io {
                     what: format!("creating data directory {}", dir.display()),
-                    source: e,
+                    cause: e,
                 })?;
                 let lock = lock::DirLock::acquire(dir)?;
                 let store = SqliteStore::open(&dir.join(STORE_FILE))?;
@@ -256,7 +256,7 @@ impl Engine {
             }
             std::fs::write(&mark, format!("{this}\n")).map_err(|e| EngineError::Io {
                 what: format!("writing {}", mark.display()),
-                source: e,
+                cause: e,
             })?;
         }
         Ok(lexical)

@@ -22,7 +22,7 @@ impl DirLock {
             .open(&path)
             .map_err(|e| EngineError::Io {
                 what: format!("opening {}", path.display()),
-                source: e,
+                cause: e,
             })?;
         match file.try_lock() {
             Ok(()) => {}
@@ -36,7 +36,7 @@ impl DirLock {
             Err(TryLockError::Error(e)) => {
                 return Err(EngineError::Io {
                     what: format!("locking {}", path.display()),
-                    source: e,
+                    cause: e,
                 });
             }
         }
