@@ -37,6 +37,13 @@ impl Benchmark {
         }
     }
 
+    /// Whether the benchmark's gold is sessions only (LongMemEval sessions, HotpotQA
+    /// paragraphs), so strategies rank sessions ([`Strategy::rank_sessions`]); LoCoMo's evidence
+    /// is turns.
+    pub fn gold_is_sessions(self) -> bool {
+        !matches!(self, Benchmark::Locomo)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Benchmark::LongMemEval => "longmemeval",
@@ -207,7 +214,11 @@ pub fn run(
             indexed = Some(case.haystack_key.clone());
         }
         let t = Instant::now();
-        let units = strategy.rank(case, DEPTH)?;
+        let units = if options.benchmark.gold_is_sessions() {
+            strategy.rank_sessions(case, DEPTH)?
+        } else {
+            strategy.rank(case, DEPTH)?
+        };
         latencies.push(t.elapsed().as_secs_f64() * 1000.0);
         context_tokens += units
             .iter()

@@ -331,6 +331,10 @@ pub struct SearchCmd {
     /// ("last week", "two days ago") focus on the turns said around then.
     #[arg(long)]
     pub at: Option<String>,
+    /// Rank sessions instead of units: one result per session (its best unit), sessions that
+    /// speak of the question in several turns lifted (`recall.w_sessions`).
+    #[arg(long)]
+    pub sessions: bool,
     /// Print the results as JSON (ids, kinds, source turns, times, scores, tokens).
     #[arg(long)]
     pub json: bool,

@@ -5,13 +5,18 @@ use aril_engine::{Engine, SearchRequest};
 use crate::args::{SearchCmd, SegmentsCmd, StatsCmd};
 
 pub fn search(mut engine: Engine, cmd: &SearchCmd) -> anyhow::Result<()> {
-    let response = engine.search(&SearchRequest {
+    let request = SearchRequest {
         filter: cmd.scope.filter()?,
         query: cmd.query.clone(),
         k: cmd.k,
         budget: cmd.budget,
         asked_at: Some(crate::args::parse_at(cmd.at.as_deref())?.unwrap_or_else(chrono::Utc::now)),
-    })?;
+    };
+    let response = if cmd.sessions {
+        engine.search_sessions(&request)?
+    } else {
+        engine.search(&request)?
+    };
     if cmd.json {
         println!("{}", serde_json::to_string_pretty(&response)?);
         return Ok(());

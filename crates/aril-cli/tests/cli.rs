@@ -321,6 +321,42 @@ fn search_json_has_the_documented_shape() {
             .starts_with("2024-03-01T10:0")
     );
     assert!(!out.contains("pilot"), "another user's memory leaked");
+    // `--sessions`: one result per session, the session's best unit.
+    ok(aril(d).args([
+        "add",
+        "--user",
+        "u",
+        "--session",
+        "s2",
+        "--at",
+        "2024-04-01T10:00:00Z",
+        "--flush",
+        "Ana now works nights at the hospital.",
+    ]));
+    let out = ok(aril(d).args([
+        "search",
+        "--user",
+        "u",
+        "--sessions",
+        "--json",
+        "What does my sister do?",
+    ]));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let mut sessions: Vec<&str> = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["source"]["session"].as_str().unwrap())
+        .collect();
+    sessions.sort();
+    assert_eq!(sessions, ["s1", "s2"], "{out}");
+    let err = fails(aril(d).args(["search", "--user", "u", "--sessions", "--k", "0", "x"]));
+    assert!(err.contains("k must be at least 1"), "{err}");
+    assert_eq!(
+        err.matches("k must be at least 1").count(),
+        1,
+        "said once: {err}"
+    );
 }
 
 /// A running `aril serve` on a free loopback port; killed (SIGKILL) when dropped.

@@ -89,6 +89,14 @@ pub struct RecallConfig {
     /// How much deeper than `candidates` a focus list is searched first (it keeps the named
     /// speaker's or period's turns), so it still holds about `candidates` turns.
     pub focus_depth: usize,
+    /// Fusion weight of the session list in [`crate::Engine::search_sessions`] (sessions ranked
+    /// by the mean cosine of their best `session_turns` dense turns); 0 ranks sessions by their
+    /// best unit alone. Turn search ([`crate::Engine::search`]) does not use it. Measured on
+    /// LongMemEval (docs/benchmarks.md): it lifts sessions that speak of the question in several
+    /// turns.
+    pub w_sessions: f32,
+    /// How many of a session's best dense turns its session-list score averages.
+    pub session_turns: usize,
     /// Results returned when the caller gives no `k`.
     pub default_k: usize,
     /// How retrieved segments take part: `rank_turns` (default) credits each member turn with the
@@ -166,6 +174,8 @@ impl Default for RecallConfig {
             w_focus: 2.0,
             w_dated: 2.0,
             focus_depth: 4,
+            w_sessions: 2.0,
+            session_turns: 3,
             default_k: 10,
             segments: SegmentUse::RankTurns,
         }

@@ -7,7 +7,9 @@
 //! each of its turns (`SegmentUse::RankTurns`): the segment's context lifts the turns it holds,
 //! and only turns are shown. The fused units are packed into `k` and an optional token budget; no
 //! turn is shown twice (a segment shown as a unit shows only the turns a better-ranked unit has
-//! not).
+//! not). Session search ([`Engine::search_sessions`]) ranks sessions instead: each session's
+//! best unit, plus one more RRF list ranking the sessions by how many of their turns are near
+//! the question.
 //!
 //! Cost per query: one embedding (no cache write), two passes over the user's chunk vectors,
 //! two or three tantivy queries (the BM25 turn list keeps the dense roles' turns inside its
@@ -99,69 +101,88 @@ pub(crate) struct Candidate {
 impl Engine {
     /// Recalls the units most relevant to a question inside a scope.
     pub fn search(&mut self, request: &SearchRequest) -> Result<SearchResponse, EngineError> {
-        let query = request.query.trim();
-        if query.is_empty() {
-            return Err(aril_core::InvalidInput("the query is empty".into()).into());
-        }
-        let k = request.k.unwrap_or(self.config.recall.default_k);
-        if k == 0 {
-            return Err(aril_core::InvalidInput("k must be at least 1".into()).into());
-        }
+        let (query, k) = checked(request, self.config.recall.default_k)?;
         let qv = self.embed_query(query)?;
         let candidates = self.hybrid_candidates(&request.filter, query, &qv, request.asked_at)?;
-        // Each turn costs its rendered tokens plus the newline that joins it to the next.
-        let mut cost: HashMap<TurnId, usize> = HashMap::new();
-        let units: Vec<Vec<(TurnId, usize)>> = candidates
-            .iter()
-            .map(|c| {
-                c.turns
-                    .iter()
-                    .map(|t| {
-                        let n = *cost
-                            .entry(t.id.clone())
-                            .or_insert_with(|| tokens::count(&t.rendered()) + 1);
-                        (t.id.clone(), n)
-                    })
-                    .collect()
+        Ok(respond(query, &candidates, k, request.budget))
+    }
+
+    /// Recalls the sessions most relevant to a question inside a scope: one hit per session (a
+    /// conversation without sessions counts as one), its best unit, best session first. A
+    /// session's score is its best unit's fused score plus, by RRF (weight
+    /// `recall.w_sessions`), its rank in a session list: the sessions ordered by the mean
+    /// cosine of their best `recall.session_turns` dense turns, so a session that speaks of the
+    /// question in several turns rises above one that mentions it once. A session with one
+    /// dense turn among the searched is not in that list (its turn is the dense turn list's
+    /// entry already). `k` and `budget` bound the sessions returned as they bound units.
+    pub fn search_sessions(
+        &mut self,
+        request: &SearchRequest,
+    ) -> Result<SearchResponse, EngineError> {
+        let (query, k) = checked(request, self.config.recall.default_k)?;
+        let qv = self.embed_query(query)?;
+        let candidates = self.hybrid_candidates(&request.filter, query, &qv, request.asked_at)?;
+        let listed = self.session_list(&request.filter, &qv)?;
+        let r = &self.config.recall;
+        let rank_of: HashMap<&SessionKey, usize> = listed.iter().zip(1..).collect();
+        let mut seen = std::collections::HashSet::new();
+        let mut best: Vec<Candidate> = Vec::new();
+        for mut c in candidates {
+            let Some(key) = c.turns.first().map(session_key) else {
+                continue;
+            };
+            if let Some(rank) = rank_of.get(&key) {
+                c.score += r.w_sessions / (r.rrf_k + *rank as f32);
+            }
+            if seen.insert(key) {
+                best.push(c);
+            }
+        }
+        // Stable: equal scores keep the fused order.
+        best.sort_by(|a, b| b.score.total_cmp(&a.score));
+        Ok(respond(query, &best, k, request.budget))
+    }
+
+    /// The session list of [`Engine::search_sessions`]: the scope's sessions with at least two
+    /// of the dense turn list's turns (searched `focus_depth` times deeper than `candidates`),
+    /// best first by the mean cosine of their best `session_turns` turns.
+    fn session_list(
+        &mut self,
+        filter: &ScopeFilter,
+        qv: &[f32],
+    ) -> Result<Vec<SessionKey>, EngineError> {
+        let r = self.config.recall.clone();
+        if r.w_sessions <= 0.0 {
+            return Ok(Vec::new());
+        }
+        let depth = r.candidates * r.focus_depth.max(1);
+        let hits = self.dense_hits(filter, qv, depth, UnitKind::Turn)?;
+        let mut read = TurnsById::new();
+        self.read_hit_turns(&[&hits], &mut read)?;
+        // Hits come best first, so each session's scores are gathered in descending order.
+        let mut scores: Vec<(SessionKey, Vec<f32>)> = Vec::new();
+        for h in &hits {
+            let Some(turn) = read.get(&TurnId(h.id.clone())) else {
+                continue;
+            };
+            let key = session_key(turn);
+            match scores.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, s)) => s.push(h.score),
+                None => scores.push((key, vec![h.score])),
+            }
+        }
+        let n = r.session_turns.max(1);
+        let mut ranked: Vec<(f32, SessionKey)> = scores
+            .into_iter()
+            .filter(|(_, s)| s.len() > 1)
+            .map(|(key, s)| {
+                let best = &s[..s.len().min(n)];
+                (best.iter().sum::<f32>() / best.len() as f32, key)
             })
             .collect();
-        let packed = pack(&units, k, request.budget);
-        let results = packed
-            .chosen
-            .iter()
-            .enumerate()
-            .map(|(rank, (i, shown))| {
-                let c = &candidates[*i];
-                let turns: Vec<&Turn> = c.turns.iter().filter(|t| shown.contains(&t.id)).collect();
-                let first = &turns[0].turn;
-                SearchHit {
-                    rank: rank + 1,
-                    kind: c.kind,
-                    id: c.id.clone(),
-                    text: turns
-                        .iter()
-                        .map(|t| t.rendered())
-                        .collect::<Vec<_>>()
-                        .join("\n"),
-                    source: SourceRef {
-                        conversation: first.conversation.clone(),
-                        session: first.session.clone(),
-                        turns: turns
-                            .iter()
-                            .map(|t| t.turn.source_id.clone().unwrap_or_else(|| t.id.0.clone()))
-                            .collect(),
-                    },
-                    time: turns.iter().filter_map(|t| t.turn.event_time).min(),
-                    score: c.score,
-                    tokens: shown.iter().map(|t| cost[t]).sum(),
-                }
-            })
-            .collect();
-        Ok(SearchResponse {
-            query: query.to_string(),
-            results,
-            context_tokens: packed.tokens,
-        })
+        // Stable: equal means keep the order of the sessions' best turns.
+        ranked.sort_by(|a, b| b.0.total_cmp(&a.0));
+        Ok(ranked.into_iter().map(|(_, key)| key).collect())
     }
 
     /// The question embedded as one unit vector (chunk vectors summed, normalised).
@@ -479,6 +500,88 @@ impl Engine {
             }
         }
         Ok(out)
+    }
+}
+
+/// The query, trimmed, and the `k` of a request, or an error saying what is wrong with them.
+fn checked(request: &SearchRequest, default_k: usize) -> Result<(&str, usize), EngineError> {
+    let query = request.query.trim();
+    if query.is_empty() {
+        return Err(aril_core::InvalidInput("the query is empty".into()).into());
+    }
+    let k = request.k.unwrap_or(default_k);
+    if k == 0 {
+        return Err(aril_core::InvalidInput("k must be at least 1".into()).into());
+    }
+    Ok((query, k))
+}
+
+/// A session of a scope: its conversation and session name (none: the whole conversation).
+type SessionKey = (String, Option<String>);
+
+fn session_key(turn: &Turn) -> SessionKey {
+    (turn.turn.conversation.clone(), turn.turn.session.clone())
+}
+
+/// The candidates packed into `k` units and the token `budget`, as a response to `query`.
+fn respond(
+    query: &str,
+    candidates: &[Candidate],
+    k: usize,
+    budget: Option<usize>,
+) -> SearchResponse {
+    // Each turn costs its rendered tokens plus the newline that joins it to the next.
+    let mut cost: HashMap<TurnId, usize> = HashMap::new();
+    let units: Vec<Vec<(TurnId, usize)>> = candidates
+        .iter()
+        .map(|c| {
+            c.turns
+                .iter()
+                .map(|t| {
+                    let n = *cost
+                        .entry(t.id.clone())
+                        .or_insert_with(|| tokens::count(&t.rendered()) + 1);
+                    (t.id.clone(), n)
+                })
+                .collect()
+        })
+        .collect();
+    let packed = pack(&units, k, budget);
+    let results = packed
+        .chosen
+        .iter()
+        .enumerate()
+        .map(|(rank, (i, shown))| {
+            let c = &candidates[*i];
+            let turns: Vec<&Turn> = c.turns.iter().filter(|t| shown.contains(&t.id)).collect();
+            let first = &turns[0].turn;
+            SearchHit {
+                rank: rank + 1,
+                kind: c.kind,
+                id: c.id.clone(),
+                text: turns
+                    .iter()
+                    .map(|t| t.rendered())
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+                source: SourceRef {
+                    conversation: first.conversation.clone(),
+                    session: first.session.clone(),
+                    turns: turns
+                        .iter()
+                        .map(|t| t.turn.source_id.clone().unwrap_or_else(|| t.id.0.clone()))
+                        .collect(),
+                },
+                time: turns.iter().filter_map(|t| t.turn.event_time).min(),
+                score: c.score,
+                tokens: shown.iter().map(|t| cost[t]).sum(),
+            }
+        })
+        .collect();
+    SearchResponse {
+        query: query.to_string(),
+        results,
+        context_tokens: packed.tokens,
     }
 }
 

@@ -35,6 +35,7 @@ aril_store::conformance!(
     deleting_a_memory_removes_every_version_and_rebuilds_what_held_it,
     a_short_reply_is_found_by_its_window_and_a_deleted_turn_leaves_its_neighbours_windows,
     the_bm25_turn_list_ranks_the_dense_roles_turns_unless_told_all,
+    session_search_shows_each_session_once_and_lifts_sessions_that_speak_of_it_in_several_turns,
 );
 
 fn turn(user: &str, session: &str, n: u32, text: &str) -> NewTurn {
@@ -968,4 +969,136 @@ fn the_bm25_turn_list_ranks_the_dense_roles_turns_unless_told_all(place: &Place)
         voted_for[0].starts_with("Assistant: For that camera"),
         "{voted_for:?}"
     );
+}
+
+fn session_search_shows_each_session_once_and_lifts_sessions_that_speak_of_it_in_several_turns(
+    place: &Place,
+) {
+    // `turn` alternates user (even) and assistant (odd) turns; the dense lists hold user turns.
+    let turns = vec![
+        // Three user turns about the garden.
+        turn(
+            "u",
+            "garden",
+            0,
+            "I planted tomatoes and basil in my vegetable garden.",
+        ),
+        turn("u", "garden", 1, "Tomatoes like full sun."),
+        turn(
+            "u",
+            "garden",
+            2,
+            "My garden beds need compost before the spring planting.",
+        ),
+        turn("u", "garden", 3, "Mix in two inches of compost."),
+        turn(
+            "u",
+            "garden",
+            4,
+            "I water the garden every evening after work.",
+        ),
+        // One user turn about the garden among others.
+        turn("u", "errands", 0, "I still have to renew my passport."),
+        turn(
+            "u",
+            "errands",
+            2,
+            "I bought seeds for the garden at the market.",
+        ),
+        turn("u", "errands", 4, "My car needs new tyres before winter."),
+        // Nothing about it.
+        turn(
+            "u",
+            "work",
+            0,
+            "My manager moved our weekly meeting to Thursday.",
+        ),
+        turn("u", "work", 2, "The quarterly report is due next month."),
+    ];
+    let question = "What am I growing in my garden?";
+    let mut engine = place.open();
+    ingest(&mut engine, turns, true);
+    let request = |k| SearchRequest {
+        filter: ScopeFilter::user("u"),
+        query: question.into(),
+        k: Some(k),
+        budget: None,
+        asked_at: None,
+    };
+    let sessions = engine.search_sessions(&request(10)).unwrap();
+    let names: Vec<&str> = sessions
+        .results
+        .iter()
+        .map(|h| h.source.session.as_deref().unwrap_or(""))
+        .collect();
+    let mut distinct = names.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct, ["errands", "garden", "work"], "{names:?}");
+    assert_eq!(names.len(), 3, "each session once: {names:?}");
+    assert_eq!(names[0], "garden", "{:?}", sessions.results);
+    // A session's hit is its best unit in turn search, its score that unit's fused score plus
+    // the session list's vote; the session list ranks sessions with two or more dense turns.
+    let units = search(&mut engine, "u", question, 30);
+    let best = |session: &str| {
+        units
+            .results
+            .iter()
+            .find(|h| h.source.session.as_deref() == Some(session))
+            .unwrap()
+    };
+    let recall = Config::default().recall;
+    for hit in &sessions.results {
+        let session = hit.source.session.as_deref().unwrap();
+        let unit = best(session);
+        assert_eq!(hit.id, unit.id, "{session}");
+        let vote = hit.score - unit.score;
+        assert!(
+            vote > 0.0,
+            "{session}: every session here has two or more user turns"
+        );
+        assert!(
+            vote <= recall.w_sessions / (recall.rrf_k + 1.0) + 1e-6,
+            "{session}: {vote}"
+        );
+    }
+    assert!(
+        (sessions.results[0].score
+            - best("garden").score
+            - recall.w_sessions / (recall.rrf_k + 1.0))
+            .abs()
+            < 1e-6,
+        "the garden session leads the session list"
+    );
+    // `k` bounds sessions; without the session list, sessions rank by their best unit.
+    assert_eq!(
+        engine.search_sessions(&request(2)).unwrap().results.len(),
+        2
+    );
+    drop(engine);
+    let mut config = Config::default();
+    config.recall.w_sessions = 0.0;
+    let mut plain = place.open_with(config);
+    let by_best_unit = plain.search_sessions(&request(10)).unwrap();
+    let mut first_seen: Vec<&str> = Vec::new();
+    let units = search(&mut plain, "u", question, 30);
+    for h in &units.results {
+        let s = h.source.session.as_deref().unwrap();
+        if !first_seen.contains(&s) {
+            first_seen.push(s);
+        }
+    }
+    let plain_names: Vec<&str> = by_best_unit
+        .results
+        .iter()
+        .map(|h| h.source.session.as_deref().unwrap())
+        .collect();
+    assert_eq!(plain_names, first_seen);
+    let err = plain
+        .search_sessions(&SearchRequest {
+            query: "  ".into(),
+            ..request(10)
+        })
+        .unwrap_err();
+    assert!(err.to_string().contains("the query is empty"), "{err}");
 }

@@ -37,6 +37,32 @@ impl Aril {
 }
 
 /// A session or question date as the benchmark writes it.
+/// The search request for a case's question inside its haystack.
+fn request(case: &Case, k: usize) -> SearchRequest {
+    SearchRequest {
+        filter: ScopeFilter::user(case.haystack_key.clone()),
+        query: case.question.clone(),
+        k: Some(k),
+        budget: None,
+        // The question's own date when the file gives one (LongMemEval); else relative
+        // dates focus nothing (LoCoMo, HotpotQA have none).
+        asked_at: case.question_date.as_deref().and_then(parse_date),
+    }
+}
+
+/// A response's hits as bench units.
+fn units(response: aril_engine::SearchResponse) -> Vec<Unit> {
+    response
+        .results
+        .into_iter()
+        .map(|h| Unit {
+            session: h.source.session.unwrap_or_default(),
+            turns: h.source.turns,
+            text: h.text,
+        })
+        .collect()
+}
+
 pub(super) fn parse_date(s: &str) -> Option<DateTime<Utc>> {
     DateTime::parse_from_rfc3339(s)
         .map(|d| d.with_timezone(&Utc))
@@ -93,24 +119,12 @@ impl Strategy for Aril {
     }
 
     fn rank(&mut self, case: &Case, k: usize) -> Result<Vec<Unit>, BenchError> {
-        let response = self.engine.search(&SearchRequest {
-            filter: ScopeFilter::user(case.haystack_key.clone()),
-            query: case.question.clone(),
-            k: Some(k),
-            budget: None,
-            // The question's own date when the file gives one (LongMemEval); else relative
-            // dates focus nothing (LoCoMo, HotpotQA have none).
-            asked_at: case.question_date.as_deref().and_then(parse_date),
-        })?;
-        Ok(response
-            .results
-            .into_iter()
-            .map(|h| Unit {
-                session: h.source.session.unwrap_or_default(),
-                turns: h.source.turns,
-                text: h.text,
-            })
-            .collect())
+        Ok(units(self.engine.search(&request(case, k))?))
+    }
+
+    /// The engine's session search: one unit per session, the session's best.
+    fn rank_sessions(&mut self, case: &Case, k: usize) -> Result<Vec<Unit>, BenchError> {
+        Ok(units(self.engine.search_sessions(&request(case, k))?))
     }
 
     fn embedded_texts(&self) -> usize {

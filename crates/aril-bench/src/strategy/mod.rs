@@ -34,6 +34,12 @@ pub trait Strategy {
     /// The best units for the case's question, best first (at most `k` for strategies that rank
     /// sessions; unit strategies return up to `k` units).
     fn rank(&mut self, case: &Case, k: usize) -> Result<Vec<Unit>, BenchError>;
+    /// Units for a benchmark whose gold is sessions: a session ranks where its first unit
+    /// does. By default the units of [`Strategy::rank`], so a session ranks by its best unit
+    /// (max); a strategy with a session ranking of its own returns one unit per session.
+    fn rank_sessions(&mut self, case: &Case, k: usize) -> Result<Vec<Unit>, BenchError> {
+        self.rank(case, k)
+    }
     /// Texts this strategy sent through the model (cache misses).
     fn embedded_texts(&self) -> usize;
     /// Language-model calls and tokens (none for the LLM-free strategies).
