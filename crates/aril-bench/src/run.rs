@@ -226,7 +226,15 @@ pub fn run(
             .map(|u| tokens::count(&u.text))
             .sum::<usize>();
         if let Some(qa) = &options.qa {
-            let (context, n) = qa::answer_context(case, &units, qa.context_budget);
+            // The reader gets the ranked units, the same whatever the metrics rank by.
+            let ranked;
+            let read = if options.benchmark.gold_is_sessions() {
+                ranked = strategy.rank(case, DEPTH)?;
+                &ranked
+            } else {
+                &units
+            };
+            let (context, n) = qa::answer_context(case, read, qa.context_budget);
             answers.push(qa::answer(qa.answerer.as_ref(), case, &context, n));
         }
         rankings.push(units);

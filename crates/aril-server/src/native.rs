@@ -183,6 +183,10 @@ struct SearchBody {
     /// When the question is asked (RFC 3339; default: the time of the request): relative dates
     /// in it ("last week") resolve against this.
     asked_at: Option<String>,
+    /// Rank sessions instead of units: one result per session, its best unit (as `aril search
+    /// --sessions`).
+    #[serde(default)]
+    sessions: bool,
 }
 
 pub(crate) fn check_k(k: Option<usize>) -> Result<Option<usize>, ApiError> {
@@ -209,7 +213,8 @@ pub(crate) fn check_query(query: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// Recalls the turns most relevant to a query (hybrid dense + BM25 over turns and segments).
+/// Recalls the turns most relevant to a query (hybrid dense + BM25 over turns and segments),
+/// or with `"sessions": true` the sessions, one result each.
 #[utoipa::path(post, path = "/v1/search", tag = TAG, request_body = SearchBody,
     security(("token" = [])), responses(
     (status = 200, description = "the recalled context", body = Object),
@@ -228,8 +233,17 @@ async fn search(
         budget: body.budget,
         asked_at: Some(asked_at(body.asked_at.as_deref())?),
     };
+    let sessions = body.sessions;
     Ok(axum::Json(
-        state.run(move |engine| engine.search(&request)).await?,
+        state
+            .run(move |engine| {
+                if sessions {
+                    engine.search_sessions(&request)
+                } else {
+                    engine.search(&request)
+                }
+            })
+            .await?,
     ))
 }
 

@@ -304,6 +304,33 @@ async fn a_deleted_scope_leaves_no_trace_in_any_file() {
         found.to_string().contains(token),
         "stored and found before deletion"
     );
+    // Session search: one result per session, found the same way.
+    let (st, by_session) = s
+        .call(
+            "POST",
+            "/v1/search",
+            &s.user_key,
+            Some(json!({"query": "vault passphrase", "sessions": true})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{by_session}");
+    assert!(by_session.to_string().contains(token), "{by_session}");
+    let mut sessions: Vec<(String, String)> = by_session["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let source = &r["source"];
+            (
+                source["conversation"].to_string(),
+                source["session"].to_string(),
+            )
+        })
+        .collect();
+    let listed = sessions.len();
+    sessions.sort();
+    sessions.dedup();
+    assert_eq!(sessions.len(), listed, "each session once: {by_session}");
     // The time a question is asked is RFC 3339; anything else is refused and says so.
     let (st, err) = s
         .call(

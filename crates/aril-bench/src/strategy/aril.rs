@@ -36,7 +36,6 @@ impl Aril {
     }
 }
 
-/// A session or question date as the benchmark writes it.
 /// The search request for a case's question inside its haystack.
 fn request(case: &Case, k: usize) -> SearchRequest {
     SearchRequest {
@@ -63,6 +62,7 @@ fn units(response: aril_engine::SearchResponse) -> Vec<Unit> {
         .collect()
 }
 
+/// A session or question date as the benchmark writes it.
 pub(super) fn parse_date(s: &str) -> Option<DateTime<Utc>> {
     DateTime::parse_from_rfc3339(s)
         .map(|d| d.with_timezone(&Utc))
