@@ -975,46 +975,36 @@ fn session_search_shows_each_session_once_and_lifts_sessions_that_speak_of_it_in
     place: &Place,
 ) {
     // `turn` alternates user (even) and assistant (odd) turns; the dense lists hold user turns.
-    let turns = vec![
+    let turns: Vec<NewTurn> = [
         // Three user turns about the garden.
-        turn(
-            "u",
+        (
             "garden",
             0,
             "I planted tomatoes and basil in my vegetable garden.",
         ),
-        turn("u", "garden", 1, "Tomatoes like full sun."),
-        turn(
-            "u",
+        ("garden", 1, "Tomatoes like full sun."),
+        (
             "garden",
             2,
             "My garden beds need compost before the spring planting.",
         ),
-        turn("u", "garden", 3, "Mix in two inches of compost."),
-        turn(
-            "u",
-            "garden",
-            4,
-            "I water the garden every evening after work.",
-        ),
+        ("garden", 3, "Mix in two inches of compost."),
+        ("garden", 4, "I water the garden every evening after work."),
         // One user turn about the garden among others.
-        turn("u", "errands", 0, "I still have to renew my passport."),
-        turn(
-            "u",
-            "errands",
-            2,
-            "I bought seeds for the garden at the market.",
-        ),
-        turn("u", "errands", 4, "My car needs new tyres before winter."),
+        ("errands", 0, "I still have to renew my passport."),
+        ("errands", 2, "I bought seeds for the garden at the market."),
+        ("errands", 4, "My car needs new tyres before winter."),
         // Nothing about it.
-        turn(
-            "u",
+        (
             "work",
             0,
             "My manager moved our weekly meeting to Thursday.",
         ),
-        turn("u", "work", 2, "The quarterly report is due next month."),
-    ];
+        ("work", 2, "The quarterly report is due next month."),
+    ]
+    .into_iter()
+    .map(|(session, n, text)| turn("u", session, n, text))
+    .collect();
     let question = "What am I growing in my garden?";
     let mut engine = place.open();
     ingest(&mut engine, turns, true);
