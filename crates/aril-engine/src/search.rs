@@ -121,8 +121,19 @@ impl Engine {
     ) -> Result<SearchResponse, EngineError> {
         let (query, k) = checked(request, self.config.recall.default_k)?;
         let qv = self.embed_query(query)?;
-        let candidates = self.hybrid_candidates(&request.filter, query, &qv, request.asked_at)?;
-        let listed = self.session_list(&request.filter, &qv)?;
+        let r = &self.config.recall;
+        // One dense turn search serves both: the session list reads it `focus_depth` times
+        // deeper than `candidates`, the fusion its first `candidates` (the same turns a search
+        // that shallow finds: hits are ordered by score, then id).
+        let depth = if r.w_sessions > 0.0 {
+            r.candidates * r.focus_depth.max(1)
+        } else {
+            r.candidates
+        };
+        let dense_turns = self.dense_hits(&request.filter, &qv, depth, UnitKind::Turn)?;
+        let listed = self.session_list(&dense_turns)?;
+        let candidates =
+            self.fused_candidates(&request.filter, query, &qv, request.asked_at, dense_turns)?;
         let r = &self.config.recall;
         let rank_of: HashMap<&SessionKey, usize> = listed.iter().zip(1..).collect();
         let mut seen = std::collections::HashSet::new();
@@ -143,25 +154,18 @@ impl Engine {
         Ok(respond(query, &best, k, request.budget))
     }
 
-    /// The session list of [`Engine::search_sessions`]: the scope's sessions with at least two
-    /// of the dense turn list's turns (searched `focus_depth` times deeper than `candidates`),
-    /// best first by the mean cosine of their best `session_turns` turns.
-    fn session_list(
-        &mut self,
-        filter: &ScopeFilter,
-        qv: &[f32],
-    ) -> Result<Vec<SessionKey>, EngineError> {
-        let r = self.config.recall.clone();
+    /// The session list of [`Engine::search_sessions`]: the sessions with at least two of
+    /// `dense_turns`' turns, best first by the mean cosine of their best `session_turns` turns.
+    fn session_list(&self, dense_turns: &[Hit]) -> Result<Vec<SessionKey>, EngineError> {
+        let r = &self.config.recall;
         if r.w_sessions <= 0.0 {
             return Ok(Vec::new());
         }
-        let depth = r.candidates * r.focus_depth.max(1);
-        let hits = self.dense_hits(filter, qv, depth, UnitKind::Turn)?;
         let mut read = TurnsById::new();
-        self.read_hit_turns(&[&hits], &mut read)?;
+        self.read_hit_turns(&[dense_turns], &mut read)?;
         // Hits come best first, so each session's scores are gathered in descending order.
         let mut scores: Vec<(SessionKey, Vec<f32>)> = Vec::new();
-        for h in &hits {
+        for h in dense_turns {
             let Some(turn) = read.get(&TurnId(h.id.clone())) else {
                 continue;
             };
@@ -206,9 +210,25 @@ impl Engine {
         qv: &[f32],
         asked_at: Option<DateTime<Utc>>,
     ) -> Result<Vec<Candidate>, EngineError> {
+        let c = self.config.recall.candidates;
+        let dense_turns = self.dense_hits(filter, qv, c, UnitKind::Turn)?;
+        self.fused_candidates(filter, query, qv, asked_at, dense_turns)
+    }
+
+    /// [`Engine::hybrid_candidates`] with the dense turn list already searched (best first, at
+    /// least `candidates` deep where the scope has that many; only its first `candidates` take
+    /// part).
+    fn fused_candidates(
+        &mut self,
+        filter: &ScopeFilter,
+        query: &str,
+        qv: &[f32],
+        asked_at: Option<DateTime<Utc>>,
+        mut dense_turns: Vec<Hit>,
+    ) -> Result<Vec<Candidate>, EngineError> {
         let r = self.config.recall.clone();
         let c = r.candidates;
-        let dense_turns = self.dense_hits(filter, qv, c, UnitKind::Turn)?;
+        dense_turns.truncate(c);
         let dense_segments = self.dense_hits(filter, qv, c, UnitKind::Segment)?;
         let lexical_turns = self.lexical_hits(filter, query, c, UnitKind::Turn)?;
         let mut read = TurnsById::new();
