@@ -226,9 +226,7 @@ where
 {
     let text = crate::read_text(path)?;
     if text.trim_start().starts_with('[') {
-        serde_json::from_str(&text)
-            .map(HotpotFile::Original)
-            .map_err(|e| BenchError::data(path, e.to_string()))
+        crate::parse_json(path, &text).map(HotpotFile::Original)
     } else {
         crate::json_lines(path, &text).map(HotpotFile::Lines)
     }

@@ -71,8 +71,15 @@ pub(crate) fn read_text(path: &std::path::Path) -> Result<String, BenchError> {
 pub(crate) fn read_json<T: serde::de::DeserializeOwned>(
     path: &std::path::Path,
 ) -> Result<T, BenchError> {
-    let text = read_text(path)?;
-    serde_json::from_str(&text).map_err(|e| BenchError::data(path, e.to_string()))
+    parse_json(path, &read_text(path)?)
+}
+
+/// A whole JSON document (`text`, read from `path`) as `T`, naming the file in the error.
+pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(
+    path: &std::path::Path,
+    text: &str,
+) -> Result<T, BenchError> {
+    serde_json::from_str(text).map_err(|e| BenchError::data(path, e.to_string()))
 }
 
 /// The records of a JSON Lines file (`text`, read from `path`), blank lines skipped; a bad line is
