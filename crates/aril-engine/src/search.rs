@@ -131,7 +131,7 @@ impl Engine {
             r.candidates
         };
         let dense_turns = self.dense_hits(&request.filter, &qv, depth, UnitKind::Turn)?;
-        let listed = self.session_list(&dense_turns)?;
+        let listed = self.session_list(&request.filter.user_id, &dense_turns)?;
         let candidates =
             self.fused_candidates(&request.filter, query, &qv, request.asked_at, dense_turns)?;
         let r = &self.config.recall;
@@ -155,20 +155,30 @@ impl Engine {
     }
 
     /// The session list of [`Engine::search_sessions`]: the sessions with at least two of
-    /// `dense_turns`' turns, best first by the mean cosine of their best `session_turns` turns.
-    fn session_list(&self, dense_turns: &[Hit]) -> Result<Vec<SessionKey>, EngineError> {
+    /// `dense_turns`' current turns, best first by the mean cosine of their best
+    /// `session_turns` turns. A turn that a newer version of its memory replaces (`user_id`'s)
+    /// does not count, as turn search does not show it.
+    fn session_list(
+        &self,
+        user_id: &str,
+        dense_turns: &[Hit],
+    ) -> Result<Vec<SessionKey>, EngineError> {
         let r = &self.config.recall;
         if r.w_sessions <= 0.0 {
             return Ok(Vec::new());
         }
         let mut read = TurnsById::new();
         self.read_hit_turns(&[dense_turns], &mut read)?;
+        let superseded = self.store.superseded(user_id)?;
         // Hits come best first, so each session's scores are gathered in descending order.
         let mut scores: Vec<(SessionKey, Vec<f32>)> = Vec::new();
         for h in dense_turns {
             let Some(turn) = read.get(&TurnId(h.id.clone())) else {
                 continue;
             };
+            if superseded.contains(&turn.id) {
+                continue;
+            }
             let key = session_key(turn);
             match scores.iter_mut().find(|(k, _)| *k == key) {
                 Some((_, s)) => s.push(h.score),

@@ -36,6 +36,7 @@ aril_store::conformance!(
     a_short_reply_is_found_by_its_window_and_a_deleted_turn_leaves_its_neighbours_windows,
     the_bm25_turn_list_ranks_the_dense_roles_turns_unless_told_all,
     session_search_shows_each_session_once_and_lifts_sessions_that_speak_of_it_in_several_turns,
+    a_replaced_version_gives_its_session_no_vote_in_session_search,
 );
 
 fn turn(user: &str, session: &str, n: u32, text: &str) -> NewTurn {
@@ -1091,4 +1092,60 @@ fn session_search_shows_each_session_once_and_lifts_sessions_that_speak_of_it_in
         })
         .unwrap_err();
     assert!(err.to_string().contains("the query is empty"), "{err}");
+}
+
+fn a_replaced_version_gives_its_session_no_vote_in_session_search(place: &Place) {
+    // The session list reads the two best dense turns only: both of session "a"'s user turns.
+    let mut config = Config::default();
+    config.recall.candidates = 2;
+    config.recall.focus_depth = 1;
+    let mut engine = place.open_with(config);
+    let turns = [
+        ("a", 0, "I am growing tomatoes in my garden."),
+        ("a", 1, "Tomatoes like full sun."),
+        ("a", 2, "In my garden I grow tomatoes and peppers."),
+        ("b", 0, "My car needs new tyres before winter."),
+        ("b", 2, "I still have to renew my passport."),
+    ]
+    .into_iter()
+    .map(|(session, n, text)| turn("u", session, n, text))
+    .collect();
+    ingest(&mut engine, turns, true);
+    let question = "What am I growing in my garden?";
+    let request = SearchRequest {
+        filter: ScopeFilter::user("u"),
+        query: question.into(),
+        k: Some(5),
+        budget: None,
+        asked_at: None,
+    };
+    // The vote is what a session's hit scores above its best unit in turn search.
+    let vote_for_a = |engine: &mut Engine| {
+        let sessions = engine.search_sessions(&request).unwrap();
+        let hit = sessions
+            .results
+            .iter()
+            .find(|h| h.source.session.as_deref() == Some("a"))
+            .cloned()
+            .unwrap();
+        let unit = search(engine, "u", question, 10)
+            .results
+            .into_iter()
+            .find(|h| h.id == hit.id)
+            .unwrap();
+        hit.score - unit.score
+    };
+    assert!(
+        vote_for_a(&mut engine) > 0.0,
+        "two garden turns list session a"
+    );
+    let id = turn_id(&engine, "u", "a:2");
+    engine
+        .update_memory(&id, "I took up rock climbing on weekends.", None)
+        .unwrap();
+    assert_eq!(
+        vote_for_a(&mut engine),
+        0.0,
+        "the replaced garden turn no longer counts: one current garden turn lists nothing"
+    );
 }
