@@ -48,6 +48,11 @@ pub enum Command {
     Profile(SegmentsCmd),
     /// Counts of the data directory.
     Stats(StatsCmd),
+    /// Write a scope's memories as they stand now as JSON lines on stdout, the form `aril add`
+    /// reads: `aril export --user U | aril --data-dir OTHER add --user U --flush` copies them,
+    /// ids included (older versions of updated memories stay behind; `migrate-store` copies
+    /// everything).
+    Export(ExportCmd),
     /// Delete everything of a scope: turns, segments, index entries, cached vectors.
     Delete(DeleteCmd),
     /// Rebuild the lexical index from the store and embed units lacking vectors.
@@ -356,6 +361,12 @@ pub struct StatsCmd {
     /// Print the counts as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct ExportCmd {
+    #[command(flatten)]
+    pub scope: ScopeArgs,
 }
 
 #[derive(Args, Debug)]

@@ -8,6 +8,7 @@ mod ask;
 mod bench;
 mod consolidate;
 mod demo;
+mod export;
 mod import;
 mod migrate_store;
 mod models;
@@ -107,6 +108,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Segments(cmd) => output::segments(&open(&cli)?, cmd),
         Command::Profile(cmd) => output::profile(&mut open(&cli)?, cmd),
         Command::Stats(cmd) => output::stats(&open(&cli)?, cmd),
+        Command::Export(cmd) => export::run(&open(&cli)?, cmd),
         Command::Delete(cmd) => {
             let mut engine = open(&cli)?;
             let report = engine.delete(&cmd.scope.filter()?)?;

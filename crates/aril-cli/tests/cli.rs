@@ -834,3 +834,78 @@ fn consolidate_ask_and_stats_with_the_local_model() {
             .all(|u| u["prompt_tokens"].as_u64().unwrap() > 0)
     );
 }
+
+#[test]
+fn an_export_adds_back_as_the_same_memories() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let add_lines = |dir: &Path, lines: &str| {
+        let mut child = aril(dir)
+            .args(["add", "--user", "u", "--flush"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(lines.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    add_lines(
+        a.path(),
+        concat!(
+            "{\"text\": \"I moved to Porto in May.\", \"at\": \"2024-03-01T10:00:00.25Z\", \"session\": \"s1\"}\n",
+            "{\"text\": \"Porto is lovely \\\"in spring\\\".\", \"role\": \"assistant\", \"speaker\": \"Bo\", \"at\": \"2024-03-01T10:01:00Z\", \"session\": \"s1\", \"source_id\": \"m2\"}\n",
+            "{\"text\": \"My agent books trains.\", \"agent_id\": \"travel\", \"run_id\": \"r1\", \"conversation\": \"trip\", \"at\": \"2024-03-02T08:00:00+02:00\"}\n",
+            "{\"text\": \"Someone else's memory.\", \"user_id\": \"v\", \"at\": \"2024-03-03T08:00:00Z\"}\n",
+        ),
+    );
+    let out = run(aril(a.path()).args(["export", "--user", "u"]));
+    assert!(out.status.success());
+    let exported = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("exported 3 memories of user u"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<serde_json::Value> = exported
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 3, "user u's turns only: {exported}");
+    assert_eq!(lines[1]["speaker"], "Bo");
+    assert_eq!(lines[1]["source_id"], "m2");
+    assert_eq!(lines[2]["agent_id"], "travel");
+    assert_eq!(lines[2]["at"], "2024-03-02T06:00:00+00:00");
+    let narrowed = ok(aril(a.path()).args(["export", "--user", "u", "--agent", "travel"]));
+    assert_eq!(
+        narrowed.lines().collect::<Vec<_>>(),
+        [exported.lines().nth(2).unwrap()]
+    );
+    // Added to another directory, they export the same: every field, hence every id.
+    add_lines(b.path(), &exported);
+    assert_eq!(ok(aril(b.path()).args(["export", "--user", "u"])), exported);
+    let id_of_first = |dir: &Path| {
+        let hits: serde_json::Value = serde_json::from_str(&ok(aril(dir).args([
+            "search",
+            "--user",
+            "u",
+            "--json",
+            "Where did I move?",
+        ])))
+        .unwrap();
+        hits["results"][0]["id"].clone()
+    };
+    assert_eq!(id_of_first(a.path()), id_of_first(b.path()));
+    // A scope with nothing stored is an error, as for `delete`.
+    let err = fails(aril(a.path()).args(["export", "--user", "nobody"]));
+    assert!(err.contains("nothing is stored for"), "{err}");
+}

@@ -1,7 +1,7 @@
 //! The wire form of a turn, shared by every adapter that takes turns from outside (`aril add`
 //! JSON lines, `aril serve`): scope fields and time as plain strings, checked here once.
 
-use aril_core::{NewTurn, Role, Scope};
+use aril_core::{NewTurn, Role, Scope, Turn};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
@@ -28,6 +28,27 @@ pub struct TurnIn {
     pub at: Option<String>,
     /// The id the source gives the turn, unique inside its conversation (makes re-sending safe).
     pub source_id: Option<String>,
+}
+
+impl From<&Turn> for TurnIn {
+    /// A stored turn in the wire form, every field given: read back by [`TurnIn::into_turn`],
+    /// it is the same turn (the same id). A turn stored without a time comes back without one,
+    /// which the reader fills with its own default.
+    fn from(stored: &Turn) -> Self {
+        let t = &stored.turn;
+        Self {
+            user_id: Some(t.scope.user_id.clone()),
+            agent_id: t.scope.agent_id.clone(),
+            run_id: t.scope.run_id.clone(),
+            conversation: Some(t.conversation.clone()),
+            session: t.session.clone(),
+            role: Some(t.role.as_str().to_string()),
+            speaker: t.speaker.clone(),
+            text: t.text.clone(),
+            at: t.event_time.map(|at| at.to_rfc3339()),
+            source_id: t.source_id.clone(),
+        }
+    }
 }
 
 /// What a [`TurnIn`] takes when it leaves a field out.
@@ -122,6 +143,31 @@ mod tests {
 
     fn now() -> DateTime<Utc> {
         parse_time("2025-01-02T03:04:05Z").unwrap()
+    }
+
+    #[test]
+    fn a_stored_turn_reads_back_as_itself() {
+        let turn = NewTurn {
+            scope: Scope::new("u".into(), Some("a".into()), Some("r".into())).unwrap(),
+            conversation: "c".into(),
+            session: Some("s2".into()),
+            role: Role::Assistant,
+            speaker: Some("Ana".into()),
+            text: "It was on the 3rd, \"after lunch\".".into(),
+            event_time: Some(parse_time("2024-03-01T10:00:00.123456789Z").unwrap()),
+            source_id: None,
+        };
+        let stored = Turn {
+            id: turn.id(),
+            seq: 7,
+            turn: turn.clone(),
+            ingest_time: now(),
+        };
+        let line = serde_json::to_string(&TurnIn::from(&stored)).unwrap();
+        let back: TurnIn = serde_json::from_str(&line).unwrap();
+        let back = back.into_turn(&TurnDefaults::default(), now()).unwrap();
+        assert_eq!(back, turn, "{line}");
+        assert_eq!(back.id(), stored.id);
     }
 
     #[test]
