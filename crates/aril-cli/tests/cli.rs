@@ -38,6 +38,24 @@ fn fails(cmd: &mut Command) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// `aril add --user u --flush` with `lines` on stdin (its stdout dropped).
+fn add_stdin(dir: &Path, lines: &str) -> Output {
+    let mut child = aril(dir)
+        .args(["add", "--user", "u", "--flush"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(lines.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
 fn shared(rel: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../../shared/data")
@@ -186,20 +204,10 @@ fn bad_turns_and_unknown_scopes_change_nothing() {
     let err = fails(aril(d).args(["add", "--user", "u", "--role", "narrator", "hello"]));
     assert!(err.contains("unknown role"), "{err}");
     // JSON lines: the second line is bad, so the first is not stored either.
-    let mut child = aril(d)
-        .args(["add", "--user", "u"])
-        .stdin(Stdio::piped())
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"{\"text\": \"fine line\"}\n{\"text\": \"x\", \"at\": \"13/13/2024\"}\n")
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = add_stdin(
+        d,
+        "{\"text\": \"fine line\"}\n{\"text\": \"x\", \"at\": \"13/13/2024\"}\n",
+    );
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("stdin line 2"));
     let err = fails(aril(d).args(["delete", "--user", "nobody"]));
@@ -839,20 +847,7 @@ fn consolidate_ask_and_stats_with_the_local_model() {
 fn an_export_adds_back_as_the_same_memories() {
     let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let add_lines = |dir: &Path, lines: &str| {
-        let mut child = aril(dir)
-            .args(["add", "--user", "u", "--flush"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(lines.as_bytes())
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
+        let out = add_stdin(dir, lines);
         assert!(
             out.status.success(),
             "{}",
