@@ -877,6 +877,7 @@ fn an_export_adds_back_as_the_same_memories() {
         .collect();
     assert_eq!(lines.len(), 3, "user u's turns only: {exported}");
     assert_eq!(lines[1]["speaker"], "Bo");
+    assert!(lines[0].get("speaker").is_none(), "absent, not null");
     assert_eq!(lines[1]["source_id"], "m2");
     assert_eq!(lines[2]["agent_id"], "travel");
     assert_eq!(lines[2]["at"], "2024-03-02T06:00:00+00:00");

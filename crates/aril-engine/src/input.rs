@@ -7,33 +7,43 @@ use serde::{Deserialize, Serialize};
 
 use crate::EngineError;
 
-/// One turn as a client sends it. Missing fields fall back to [`TurnDefaults`].
+/// One turn as a client sends it. Missing fields fall back to [`TurnDefaults`]. Written out
+/// (`aril export`), it leaves out the fields it has no value for.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TurnIn {
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub user_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub agent_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub run_id: Option<String>,
     /// The conversation (thread) the turn belongs to.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub conversation: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub session: Option<String>,
     /// `user`, `assistant`, `system` or `tool`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub role: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub speaker: Option<String>,
     /// The verbatim text (`content` is accepted too).
     #[serde(alias = "content")]
     pub text: String,
     /// When it was said, RFC 3339 (e.g. `2024-03-01T10:00:00Z`). Default: now.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub at: Option<String>,
     /// The id the source gives the turn, unique inside its conversation (makes re-sending safe).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub source_id: Option<String>,
 }
 
 impl From<&Turn> for TurnIn {
-    /// A stored turn in the wire form, every field given: read back by [`TurnIn::into_turn`],
-    /// it is the same turn (the same id). A turn stored without a time comes back without one,
-    /// which the reader fills with its own default.
+    /// A stored turn in the wire form, every field it has given: read back by
+    /// [`TurnIn::into_turn`], it is the same turn (the same id). A field the turn lacks (a
+    /// session, a speaker, a time) stays absent, which the reader fills with its own default.
     fn from(stored: &Turn) -> Self {
         let t = &stored.turn;
         Self {
