@@ -1,13 +1,14 @@
-//! Speaker focus: a question that names one of the people speaking in a scope ("What does
-//! Melanie paint?") is most often answered by what that person said. The names are the scope's
-//! own (the `speaker` of its turns), matched as whole words of the question; when exactly one
-//! speaker is named, recall adds three more turn lists restricted to that speaker's turns, a
-//! second RRF vote for them (the unrestricted lists stay, so what others said about the person
-//! is still found). The restricted lists are searched with the question [`without_name`]: every
-//! turn of theirs is embedded as `Melanie: …`, and the others' turns around them call them by
-//! name, so within their own turns the name only pulls the ranking toward the way they are
-//! addressed, not toward what they said. No LLM, no list of names: a scope without named
-//! speakers (an assistant chat, roles only) is never focused.
+//! Speaker focus: a question that names people speaking in a scope ("What does Melanie
+//! paint?") is most often answered by what they said. The names are the scope's own (the
+//! `speaker` of its turns), matched as whole words of the question; when one or more speakers
+//! are named, recall adds three more turn lists restricted to their turns, a second RRF vote for
+//! them (the unrestricted lists stay, so what others said about a person is still found). The
+//! restricted lists are searched with the question [`without_names`]: every turn of theirs is
+//! embedded as `Melanie: …`, and the others' turns around them call them by name, so within
+//! their own turns a name only pulls the ranking toward the way they are addressed, not toward
+//! what they said. A question naming both speakers of a two-person conversation keeps every
+//! turn: its lists are the question without the names. No LLM, no list of names: a scope
+//! without named speakers (an assistant chat, roles only) is never focused.
 
 use std::collections::HashSet;
 
@@ -19,12 +20,12 @@ fn words(text: &str) -> HashSet<String> {
         .collect()
 }
 
-/// The one speaker among `speakers` the question names (by any word of the name of two letters
-/// or more), if exactly one is named.
-pub(crate) fn named_speaker<'a>(
+/// The speakers among `speakers` the question names (by any word of the name of two letters or
+/// more), each once, in name order.
+pub(crate) fn named_speakers<'a>(
     question: &str,
     speakers: impl IntoIterator<Item = &'a str>,
-) -> Option<&'a str> {
+) -> Vec<&'a str> {
     let asked = words(question);
     let mut named: Vec<&str> = speakers
         .into_iter()
@@ -36,16 +37,13 @@ pub(crate) fn named_speaker<'a>(
         .collect();
     named.sort_unstable();
     named.dedup();
-    match named.as_slice() {
-        [one] => Some(one),
-        _ => None,
-    }
+    named
 }
 
-/// The question with the words of `name` left out, a possessive (`Melanie's`) included; the
+/// The question with the words of `names` left out, possessives (`Melanie's`) included; the
 /// question as asked if nothing else would be left.
-pub(crate) fn without_name(question: &str, name: &str) -> String {
-    let name = words(name);
+pub(crate) fn without_names(question: &str, names: &[&str]) -> String {
+    let name_words: HashSet<String> = names.iter().flat_map(|n| words(n)).collect();
     let kept: Vec<&str> = question
         .split_whitespace()
         .filter(|w| {
@@ -54,7 +52,7 @@ pub(crate) fn without_name(question: &str, name: &str) -> String {
                 .trim_end_matches("'s")
                 .trim_end_matches("\u{2019}s")
                 .to_lowercase();
-            !name.contains(&bare)
+            !name_words.contains(&bare)
         })
         .collect();
     if kept.iter().any(|w| w.chars().any(char::is_alphanumeric)) {
@@ -66,53 +64,64 @@ pub(crate) fn without_name(question: &str, name: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{named_speaker, without_name};
+    use super::{named_speakers, without_names};
 
     #[test]
-    fn the_name_is_left_out_with_its_possessive() {
+    fn the_names_are_left_out_with_their_possessives() {
         assert_eq!(
-            without_name("What is Joanna allergic to?", "Joanna"),
+            without_names("What is Joanna allergic to?", &["Joanna"]),
             "What is allergic to?"
         );
         assert_eq!(
-            without_name("What did Caroline's mentor say?", "Caroline"),
+            without_names("What did Caroline's mentor say?", &["Caroline"]),
             "What did mentor say?"
         );
         assert_eq!(
-            without_name("When did Melanie\u{2019}s kids visit, melanie?", "Melanie"),
+            without_names(
+                "When did Melanie\u{2019}s kids visit, melanie?",
+                &["Melanie"]
+            ),
             "When did kids visit,"
         );
         // Every word of a two-word name, and nothing that merely contains it.
         assert_eq!(
-            without_name("Where does Ana Lima meet Anabel?", "Ana Lima"),
+            without_names("Where does Ana Lima meet Anabel?", &["Ana Lima"]),
             "Where does meet Anabel?"
         );
-        // A question that is nothing but the name stays as asked.
-        assert_eq!(without_name("Joanna?", "Joanna"), "Joanna?");
+        assert_eq!(
+            without_names(
+                "What do Caroline and Melanie's kids share?",
+                &["Caroline", "Melanie"]
+            ),
+            "What do and kids share?"
+        );
+        // A question that is nothing but names stays as asked.
+        assert_eq!(without_names("Joanna?", &["Joanna"]), "Joanna?");
+        assert_eq!(without_names("Jon, Gina?", &["Gina", "Jon"]), "Jon, Gina?");
     }
 
     #[test]
-    fn one_named_speaker_is_found_as_a_whole_word() {
-        let speakers = ["Caroline", "Melanie"];
+    fn named_speakers_are_found_as_whole_words() {
+        let speakers = ["Melanie", "Caroline", "Melanie"];
         assert_eq!(
-            named_speaker("What does Melanie paint?", speakers),
-            Some("Melanie")
+            named_speakers("What does Melanie paint?", speakers),
+            ["Melanie"]
         );
         assert_eq!(
-            named_speaker("what did caroline's mentor say", speakers),
-            Some("Caroline")
+            named_speakers("what did caroline's mentor say", speakers),
+            ["Caroline"]
         );
-        // Both named, none named, or a name inside another word: no focus.
         assert_eq!(
-            named_speaker("Did Caroline and Melanie both paint?", speakers),
-            None
+            named_speakers("Did Melanie and Caroline both paint?", speakers),
+            ["Caroline", "Melanie"]
         );
-        assert_eq!(named_speaker("What did they paint?", speakers), None);
-        assert_eq!(named_speaker("Any news from Melaniethe?", speakers), None);
+        // None named, or a name inside another word: no focus.
+        assert!(named_speakers("What did they paint?", speakers).is_empty());
+        assert!(named_speakers("Any news from Melaniethe?", speakers).is_empty());
         assert_eq!(
-            named_speaker("Where does Ana live?", ["Ana Lima", "Rui"]),
-            Some("Ana Lima")
+            named_speakers("Where does Ana live?", ["Ana Lima", "Rui"]),
+            ["Ana Lima"]
         );
-        assert_eq!(named_speaker("Where do I live?", std::iter::empty()), None);
+        assert!(named_speakers("Where do I live?", std::iter::empty()).is_empty());
     }
 }

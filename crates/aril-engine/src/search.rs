@@ -317,9 +317,9 @@ impl Engine {
             .collect())
     }
 
-    /// Speaker focus ([`crate::focus`]): when the question names exactly one of the speakers of
-    /// the candidate turns, the dense, BM25 and window turn lists searched again for the question
-    /// without that name (`focus_depth` times deeper), each keeping that speaker's turns only.
+    /// Speaker focus ([`crate::focus`]): when the question names speakers of the candidate
+    /// turns, the dense, BM25 and window turn lists searched again for the question without
+    /// their names (`focus_depth` times deeper), each keeping those speakers' turns only.
     /// Every turn read to learn speakers goes into `read`, which [`Engine::resolve`] then need not
     /// read again.
     fn speaker_focus(
@@ -330,16 +330,25 @@ impl Engine {
         read: &mut TurnsById,
     ) -> Result<FocusLists, EngineError> {
         self.read_hit_turns(candidates, read)?;
-        let Some(name) = crate::focus::named_speaker(
+        let names: Vec<String> = crate::focus::named_speakers(
             query,
             read.values().filter_map(|t| t.turn.speaker.as_deref()),
         )
-        .map(str::to_string) else {
+        .into_iter()
+        .map(str::to_string)
+        .collect();
+        if names.is_empty() {
             return Ok(FocusLists::default());
-        };
-        let asked = crate::focus::without_name(query, &name);
+        }
+        let asked = crate::focus::without_names(
+            query,
+            &names.iter().map(String::as_str).collect::<Vec<_>>(),
+        );
         self.restricted_lists(filter, &asked, read, |t| {
-            t.turn.speaker.as_deref() == Some(name.as_str())
+            t.turn
+                .speaker
+                .as_deref()
+                .is_some_and(|s| names.iter().any(|n| n == s))
         })
     }
 

@@ -28,6 +28,7 @@ aril_store::conformance!(
     invalid_input_changes_nothing,
     a_question_naming_a_speaker_prefers_what_that_speaker_said,
     the_focus_lists_rank_the_speakers_turns_by_what_they_say_not_by_their_name,
+    a_question_naming_two_speakers_focuses_on_both_by_what_they_say,
     a_question_naming_a_month_votes_for_what_was_said_that_month,
     a_question_asking_about_last_week_votes_for_what_was_said_since,
     sentence_vectors_find_the_sentence_of_a_long_turn_that_answers,
@@ -254,6 +255,46 @@ fn the_focus_lists_rank_the_speakers_turns_by_what_they_say_not_by_their_name(pl
     // The focus lists hold the named speaker's turns only: Caroline's voted nowhere.
     let voted = voted(&found);
     assert!(voted.iter().all(|t| t.starts_with("Melanie:")), "{voted:?}");
+}
+
+fn a_question_naming_two_speakers_focuses_on_both_by_what_they_say(place: &Place) {
+    // A group chat: Caroline's turn is all names, Melanie's answers, and Bob, who is not asked
+    // about, says the most alike.
+    let turns = vec![
+        said(
+            0,
+            "Caroline",
+            "Melanie! Hi Melanie and hi Caroline here, how are Melanie and Caroline?",
+        ),
+        said(1, "Bob", "I am allergic to peanuts and to cats."),
+        said(
+            2,
+            "Melanie",
+            "I can't have peanuts: my throat swells and I need a doctor.",
+        ),
+        said(3, "Caroline", "I went to the pottery fair on Saturday."),
+    ];
+    // Only the focus lists vote, so the order is theirs alone.
+    let mut engine = place.open_with(only_lists(|r| r.w_focus = 1.0));
+    ingest(&mut engine, turns, true);
+    let found = search(
+        &mut engine,
+        "u",
+        "What are Caroline and Melanie allergic to?",
+        4,
+    );
+    let voted = voted(&found);
+    assert!(!voted.is_empty(), "no focus list voted");
+    assert!(
+        voted[0].starts_with("Melanie: I can't have peanuts"),
+        "{voted:?}"
+    );
+    assert!(
+        voted
+            .iter()
+            .all(|t| t.starts_with("Melanie:") || t.starts_with("Caroline:")),
+        "Bob's turn voted: {voted:?}"
+    );
 }
 
 /// A user turn said on the 10th of `month` 2023, in session `s1` for March and `s2` otherwise.
