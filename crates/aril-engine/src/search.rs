@@ -16,7 +16,7 @@
 //! query), a few store reads; each focus (speaker, date) adds one embedding, one pass and two
 //! tantivy queries, `focus_depth` times deeper.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use aril_core::{ScopeFilter, SegmentId, Turn, TurnId, tokens};
 use aril_embed::embed_chunked;
@@ -131,12 +131,19 @@ impl Engine {
             r.candidates
         };
         let dense_turns = self.dense_hits(&request.filter, &qv, depth, UnitKind::Turn)?;
-        let listed = self.session_list(&request.filter.user_id, &dense_turns)?;
-        let candidates =
-            self.fused_candidates(&request.filter, query, &qv, request.asked_at, dense_turns)?;
+        let superseded = self.store.superseded(&request.filter.user_id)?;
+        let listed = self.session_list(&superseded, &dense_turns)?;
+        let candidates = self.fused_candidates(
+            &request.filter,
+            query,
+            &qv,
+            request.asked_at,
+            dense_turns,
+            &superseded,
+        )?;
         let r = &self.config.recall;
         let rank_of: HashMap<&SessionKey, usize> = listed.iter().zip(1..).collect();
-        let mut seen = std::collections::HashSet::new();
+        let mut seen = HashSet::new();
         let mut best: Vec<Candidate> = Vec::new();
         for mut c in candidates {
             let Some(key) = c.turns.first().map(session_key) else {
@@ -156,11 +163,11 @@ impl Engine {
 
     /// The session list of [`Engine::search_sessions`]: the sessions with at least two of
     /// `dense_turns`' current turns, best first by the mean cosine of their best
-    /// `session_turns` turns. A turn that a newer version of its memory replaces (`user_id`'s)
-    /// does not count, as turn search does not show it.
+    /// `session_turns` turns. A turn that a newer version of its memory replaces (in
+    /// `superseded`) does not count, as turn search does not show it.
     fn session_list(
         &self,
-        user_id: &str,
+        superseded: &HashSet<TurnId>,
         dense_turns: &[Hit],
     ) -> Result<Vec<SessionKey>, EngineError> {
         let r = &self.config.recall;
@@ -169,7 +176,6 @@ impl Engine {
         }
         let mut read = TurnsById::new();
         self.read_hit_turns(&[dense_turns], &mut read)?;
-        let superseded = self.store.superseded(user_id)?;
         // Hits come best first, so each session's scores are gathered in descending order.
         let mut scores: Vec<(SessionKey, Vec<f32>)> = Vec::new();
         for h in dense_turns {
@@ -222,12 +228,13 @@ impl Engine {
     ) -> Result<Vec<Candidate>, EngineError> {
         let c = self.config.recall.candidates;
         let dense_turns = self.dense_hits(filter, qv, c, UnitKind::Turn)?;
-        self.fused_candidates(filter, query, qv, asked_at, dense_turns)
+        let superseded = self.store.superseded(&filter.user_id)?;
+        self.fused_candidates(filter, query, qv, asked_at, dense_turns, &superseded)
     }
 
     /// [`Engine::hybrid_candidates`] with the dense turn list already searched (best first, at
     /// least `candidates` deep where the scope has that many; only its first `candidates` take
-    /// part).
+    /// part) and the user's replaced turns already read (`superseded`).
     fn fused_candidates(
         &mut self,
         filter: &ScopeFilter,
@@ -235,6 +242,7 @@ impl Engine {
         qv: &[f32],
         asked_at: Option<DateTime<Utc>>,
         mut dense_turns: Vec<Hit>,
+        superseded: &HashSet<TurnId>,
     ) -> Result<Vec<Candidate>, EngineError> {
         let r = self.config.recall.clone();
         let c = r.candidates;
@@ -297,7 +305,7 @@ impl Engine {
             ],
             r.rrf_k,
         );
-        self.resolve(&fused, &filter.user_id, read)
+        self.resolve(&fused, superseded, read)
     }
 
     /// BM25 over the turns' lexical windows; a window hit stands for its turn.
@@ -413,7 +421,7 @@ impl Engine {
         let missing: Vec<TurnId> = ids
             .into_iter()
             .filter(|id| !read.contains_key(id))
-            .collect::<std::collections::HashSet<_>>()
+            .collect::<HashSet<_>>()
             .into_iter()
             .collect();
         read.extend(
@@ -488,12 +496,12 @@ impl Engine {
     }
 
     /// Reads the fused units' turns from the store; units the store no longer has are dropped, and
-    /// so are turns a newer version of their memory replaces (recall shows what holds now).
-    /// `read` holds turns this query has already read from the store.
+    /// so are turns a newer version of their memory replaces (`superseded`: recall shows what
+    /// holds now). `read` holds turns this query has already read from the store.
     fn resolve(
         &self,
         fused: &[((UnitKind, String), f32)],
-        user_id: &str,
+        superseded: &HashSet<TurnId>,
         mut read: TurnsById,
     ) -> Result<Vec<Candidate>, EngineError> {
         let segment_ids: Vec<SegmentId> = fused
@@ -513,7 +521,6 @@ impl Engine {
             .map(|((_, id), _)| TurnId(id.clone()))
             .chain(segments.values().flatten().cloned());
         self.read_turns(turn_ids, &mut read)?;
-        let superseded = self.store.superseded(user_id)?;
         let turns: TurnsById = read
             .into_iter()
             .filter(|(id, _)| !superseded.contains(id))
