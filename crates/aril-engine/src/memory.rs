@@ -77,6 +77,16 @@ impl Engine {
         Ok((self.store.turns(&ids)?, total))
     }
 
+    /// The ids of all a scope's memories as they stand now (each memory's newest version's turn),
+    /// in store order: one read, so a caller that pages through them with [`Engine::turns`] sees
+    /// the scope as it was at this moment, however others write meanwhile.
+    pub fn current_memory_ids(
+        &self,
+        filter: &aril_core::ScopeFilter,
+    ) -> Result<Vec<TurnId>, EngineError> {
+        Ok(self.store.list_turn_ids(filter, 0, u64::MAX, true)?.0)
+    }
+
     /// Writes `text` as the next version of a memory and returns the new version's turn. The new
     /// turn joins its conversation like any other (embedded, segmented, indexed); `event_time`
     /// defaults to now, when the memory changed.

@@ -803,6 +803,12 @@ fn an_update_is_a_new_version_that_recall_prefers_and_history_keeps(place: &Plac
         .unwrap();
     assert_eq!(total, before, "one memory, one current version");
     assert!(current.iter().any(|t| t.id == v2.id) && current.iter().all(|t| t.id != id));
+    // The export's snapshot: the same memories, in the same (store) order.
+    let ids = engine.current_memory_ids(&ScopeFilter::user("u")).unwrap();
+    assert_eq!(
+        ids,
+        current.iter().map(|t| t.id.clone()).collect::<Vec<_>>()
+    );
     assert_eq!(engine.stats().unwrap().store.turns, before + 1);
     // A later version's own id is not a memory id; bad input changes nothing.
     assert!(matches!(
