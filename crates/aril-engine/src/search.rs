@@ -79,6 +79,17 @@ pub struct SearchResponse {
 /// Turns read from the store, by id.
 type TurnsById = HashMap<TurnId, Turn>;
 
+/// What a search has read before its fusion, which the fusion uses rather than reads again.
+struct Prefetched {
+    /// The dense turn list, best first, at least `candidates` deep where the scope has that
+    /// many (only its first `candidates` take part in the fusion).
+    dense_turns: Vec<Hit>,
+    /// The user's turns that newer versions of their memories replace.
+    superseded: HashSet<TurnId>,
+    /// The turns read so far.
+    read: TurnsById,
+}
+
 /// The turn lists of a focus, speaker or date (empty when the question names none).
 #[derive(Default)]
 struct FocusLists {
@@ -130,17 +141,14 @@ impl Engine {
         } else {
             r.candidates
         };
-        let dense_turns = self.dense_hits(&request.filter, &qv, depth, UnitKind::Turn)?;
-        let superseded = self.store.superseded(&request.filter.user_id)?;
-        let listed = self.session_list(&superseded, &dense_turns)?;
-        let candidates = self.fused_candidates(
-            &request.filter,
-            query,
-            &qv,
-            request.asked_at,
-            dense_turns,
-            &superseded,
-        )?;
+        let mut pre = Prefetched {
+            dense_turns: self.dense_hits(&request.filter, &qv, depth, UnitKind::Turn)?,
+            superseded: self.store.superseded(&request.filter.user_id)?,
+            read: TurnsById::new(),
+        };
+        let listed = self.session_list(&pre.superseded, &pre.dense_turns, &mut pre.read)?;
+        let candidates =
+            self.fused_candidates(&request.filter, query, &qv, request.asked_at, pre)?;
         let r = &self.config.recall;
         let rank_of: HashMap<&SessionKey, usize> = listed.iter().zip(1..).collect();
         let mut seen = HashSet::new();
@@ -164,18 +172,19 @@ impl Engine {
     /// The session list of [`Engine::search_sessions`]: the sessions with at least two of
     /// `dense_turns`' current turns, best first by the mean cosine of their best
     /// `session_turns` turns. A turn that a newer version of its memory replaces (in
-    /// `superseded`) does not count, as turn search does not show it.
+    /// `superseded`) does not count, as turn search does not show it. The turns read go into
+    /// `read`.
     fn session_list(
         &self,
         superseded: &HashSet<TurnId>,
         dense_turns: &[Hit],
+        read: &mut TurnsById,
     ) -> Result<Vec<SessionKey>, EngineError> {
         let r = &self.config.recall;
         if r.w_sessions <= 0.0 {
             return Ok(Vec::new());
         }
-        let mut read = TurnsById::new();
-        self.read_hit_turns(&[dense_turns], &mut read)?;
+        self.read_hit_turns(&[dense_turns], read)?;
         // Hits come best first, so each session's scores are gathered in descending order.
         let mut scores: Vec<(SessionKey, Vec<f32>)> = Vec::new();
         for h in dense_turns {
@@ -217,7 +226,7 @@ impl Engine {
         Ok(qv)
     }
 
-    /// The four ranked lists of the LLM-free recall for `query` (embedded as `qv`, asked at
+    /// The ranked lists of the LLM-free recall for `query` (embedded as `qv`, asked at
     /// `asked_at`), fused and resolved to their current turns, best first.
     pub(crate) fn hybrid_candidates(
         &mut self,
@@ -227,29 +236,33 @@ impl Engine {
         asked_at: Option<DateTime<Utc>>,
     ) -> Result<Vec<Candidate>, EngineError> {
         let c = self.config.recall.candidates;
-        let dense_turns = self.dense_hits(filter, qv, c, UnitKind::Turn)?;
-        let superseded = self.store.superseded(&filter.user_id)?;
-        self.fused_candidates(filter, query, qv, asked_at, dense_turns, &superseded)
+        let pre = Prefetched {
+            dense_turns: self.dense_hits(filter, qv, c, UnitKind::Turn)?,
+            superseded: self.store.superseded(&filter.user_id)?,
+            read: TurnsById::new(),
+        };
+        self.fused_candidates(filter, query, qv, asked_at, pre)
     }
 
-    /// [`Engine::hybrid_candidates`] with the dense turn list already searched (best first, at
-    /// least `candidates` deep where the scope has that many; only its first `candidates` take
-    /// part) and the user's replaced turns already read (`superseded`).
+    /// [`Engine::hybrid_candidates`] with what the search has read already ([`Prefetched`]).
     fn fused_candidates(
         &mut self,
         filter: &ScopeFilter,
         query: &str,
         qv: &[f32],
         asked_at: Option<DateTime<Utc>>,
-        mut dense_turns: Vec<Hit>,
-        superseded: &HashSet<TurnId>,
+        pre: Prefetched,
     ) -> Result<Vec<Candidate>, EngineError> {
+        let Prefetched {
+            mut dense_turns,
+            superseded,
+            mut read,
+        } = pre;
         let r = self.config.recall.clone();
         let c = r.candidates;
         dense_turns.truncate(c);
         let dense_segments = self.dense_hits(filter, qv, c, UnitKind::Segment)?;
         let lexical_turns = self.lexical_hits(filter, query, c, UnitKind::Turn)?;
-        let mut read = TurnsById::new();
         let lexical_segments = if r.w_lexical_segments > 0.0 {
             self.lexical_hits(filter, query, c, UnitKind::Segment)?
         } else {
@@ -305,7 +318,7 @@ impl Engine {
             ],
             r.rrf_k,
         );
-        self.resolve(&fused, superseded, read)
+        self.resolve(&fused, &superseded, read)
     }
 
     /// BM25 over the turns' lexical windows; a window hit stands for its turn.
@@ -328,8 +341,9 @@ impl Engine {
     /// Speaker focus ([`crate::focus`]): when the question names speakers of the candidate
     /// turns, the dense, BM25 and window turn lists searched again for the question without
     /// their names (`focus_depth` times deeper), each keeping those speakers' turns only.
-    /// Every turn read to learn speakers goes into `read`, which [`Engine::resolve`] then need not
-    /// read again.
+    /// The speakers are learnt from the candidates' turns only (whatever else `read` holds); every
+    /// turn read to learn them goes into `read`, which [`Engine::resolve`] then need not read
+    /// again.
     fn speaker_focus(
         &mut self,
         filter: &ScopeFilter,
@@ -338,13 +352,15 @@ impl Engine {
         read: &mut TurnsById,
     ) -> Result<FocusLists, EngineError> {
         self.read_hit_turns(candidates, read)?;
-        let names: Vec<String> = crate::focus::named_speakers(
-            query,
-            read.values().filter_map(|t| t.turn.speaker.as_deref()),
-        )
-        .into_iter()
-        .map(str::to_string)
-        .collect();
+        let speakers = candidates
+            .iter()
+            .flat_map(|l| l.iter())
+            .filter_map(|h| read.get(&TurnId(h.id.clone())))
+            .filter_map(|t| t.turn.speaker.as_deref());
+        let names: Vec<String> = crate::focus::named_speakers(query, speakers)
+            .into_iter()
+            .map(str::to_string)
+            .collect();
         if names.is_empty() {
             return Ok(FocusLists::default());
         }
