@@ -7,7 +7,7 @@
 //! Rule: up to [`WINDOW_SPAN`] turns on each side, taken nearest first (before, then after) and
 //! whole, while the window stays within [`WINDOW_TOKENS`] o200k tokens; the centre is always in.
 //! Long turns (an assistant's answer) therefore have windows of themselves alone, and short
-//! exchanges get their context. Measured on LoCoMo (docs/benchmarks.md): session windows of
+//! exchanges get their context. Measured on LoCoMo (docs/benchmarks-history.md): session windows of
 //! ±2 turns lift evidence recall at 1k tokens by about 3 points; windows cut at segment
 //! boundaries did worse than none, and windows of preceding turns only gave half the gain.
 

@@ -27,7 +27,7 @@ pub struct Config {
     /// best vector, finds the one sentence of a long turn that answers; `chunks` embeds it whole,
     /// cut into chunks only where it is longer than the model reads. Either way nothing is
     /// truncated, and a data directory may hold turns of both (each turn keeps the vectors it
-    /// was stored with). Measured (docs/benchmarks.md): sentences hold LongMemEval's session
+    /// was stored with). Measured (docs/benchmarks-history.md): sentences hold LongMemEval's session
     /// recall where haystacks grow (dev widened three times: R@5 97.0 against 95.0) for the same
     /// LoCoMo recall within a few questions.
     pub turn_vectors: TurnVectors,
@@ -39,7 +39,7 @@ pub struct Config {
     /// How a segment gets its vector: `pooled` (default) averages the chunk vectors of its
     /// dense-role turns, weighted by length, at no model cost; `embedded` runs the model over the
     /// segment's whole text (chunked), which doubles embedding work for a small gain or none
-    /// (docs/benchmarks.md).
+    /// (docs/benchmarks-history.md).
     pub segment_vectors: SegmentVectors,
     /// Turns committed per transaction during ingest: a crash keeps whole batches only.
     pub ingest_batch: usize,
@@ -64,7 +64,7 @@ pub struct RecallConfig {
     /// only, the turns the dense turn lists rank, so both turn lists vote among the same turns;
     /// `all` every turn. Either way every turn stays in its window's BM25 list and its segment,
     /// and BM25's statistics count every turn.
-    /// Measured (docs/benchmarks.md): on LongMemEval, whose assistant replies are long and share
+    /// Measured (docs/benchmarks-history.md): on LongMemEval, whose assistant replies are long and share
     /// a request's words ("suggest", "current"), keeping them out lifts the dev file widened five
     /// times (scripts/widen-longmemeval) from rankfor R@5 / R@10 91.9 / 96.7 to 93.8 / 97.5;
     /// LoCoMo and HotpotQA, whose turns are all the user's, rank exactly as before.
@@ -76,7 +76,7 @@ pub struct RecallConfig {
     pub w_lexical_segments: f32,
     /// Fusion weight of BM25 over the turns' lexical windows (`aril_core::window_text`: a turn
     /// with its session neighbours, searched for the turn). Measured on LoCoMo
-    /// (docs/benchmarks.md), it finds short replies by the words of the exchange around them.
+    /// (docs/benchmarks-history.md), it finds short replies by the words of the exchange around them.
     pub w_lexical_windows: f32,
     /// Fusion weight of each of the three speaker-focus lists (the dense, BM25 and window turn
     /// lists searched again for the question without the name, restricted to the turns of the
@@ -92,7 +92,7 @@ pub struct RecallConfig {
     /// Fusion weight of the session list in [`crate::Engine::search_sessions`] (sessions ranked
     /// by the mean cosine of their best `session_turns` dense turns); 0 ranks sessions by their
     /// best unit alone. Turn search ([`crate::Engine::search`]) does not use it. Measured on
-    /// LongMemEval (docs/benchmarks.md): it lifts sessions that speak of the question in several
+    /// LongMemEval (docs/benchmarks-history.md): it lifts sessions that speak of the question in several
     /// turns.
     pub w_sessions: f32,
     /// How many of a session's best dense turns its session-list score averages.
@@ -102,13 +102,13 @@ pub struct RecallConfig {
     /// How retrieved segments take part: `rank_turns` (default) credits each member turn with the
     /// segment's rank, so a segment's context lifts its turns but only turns are shown; `units`
     /// returns segments as units of their own. Measured on LoCoMo, showing whole segments spends
-    /// the token budget on neighbours of the evidence (docs/benchmarks.md).
+    /// the token budget on neighbours of the evidence (docs/benchmarks-history.md).
     pub segments: SegmentUse,
 }
 
 /// The `k` of RRF in the LLM-free recall: lower than the customary 60, because a retrieved
 /// segment credits all its turns with one rank and a large `k` lets such ties outweigh the turn
-/// lists' leaders. Measured (docs/benchmarks.md): LoCoMo evidence recall at 1k tokens 0.794 at 60,
+/// lists' leaders. Measured (docs/benchmarks-history.md): LoCoMo evidence recall at 1k tokens 0.794 at 60,
 /// 0.812 at 20, 0.825 at 10; LongMemEval dev within a question either way.
 pub const RECALL_RRF_K: f32 = 20.0;
 
