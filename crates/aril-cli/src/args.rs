@@ -10,7 +10,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 #[derive(Parser, Debug)]
 #[command(name = "aril", version, about)]
 pub struct Cli {
-    /// Data directory (created if missing). One process at a time may own it.
+    /// Data directory. The commands that write (import, add, migrate, serve, mcp, keys) create
+    /// it if missing; the others need a memory there. One process at a time may own it.
     #[arg(
         long,
         global = true,

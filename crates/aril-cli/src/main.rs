@@ -85,16 +85,30 @@ fn parse_store(s: &str, dir: &std::path::Path) -> (std::path::PathBuf, StoreAt) 
     }
 }
 
-fn open(cli: &Cli) -> anyhow::Result<Engine> {
+/// Whether a command may start a memory where there is none, or needs one there already.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Open {
+    /// Commands that write (`import`, `add`, `serve`…): a missing data directory is created.
+    OrStart,
+    /// Commands that read or maintain a memory: a data directory without one is an error (a
+    /// mistyped `--data-dir` is not an empty memory).
+    Existing,
+}
+
+fn open(cli: &Cli, how: Open) -> anyhow::Result<Engine> {
     let (dir, at) = store_at(cli);
-    open_store(cli, &dir, &at)
+    open_store(cli, &dir, &at, how)
 }
 
 /// An engine over the given store, with the command line's configuration.
-fn open_store(cli: &Cli, dir: &std::path::Path, at: &StoreAt) -> anyhow::Result<Engine> {
+fn open_store(cli: &Cli, dir: &std::path::Path, at: &StoreAt, how: Open) -> anyhow::Result<Engine> {
     let config = load_config(cli)?;
     let remote = models::remote_embedder(&config.llm)?;
-    Engine::open_at(dir, at, config, remote).with_context(|| match at {
+    let engine = match how {
+        Open::OrStart => Engine::open_at(dir, at, config, remote),
+        Open::Existing => Engine::open_existing_at(dir, at, config, remote),
+    };
+    engine.with_context(|| match at {
         StoreAt::Embedded => format!("opening data directory {}", dir.display()),
         pg => format!("opening the store {}", pg.describe()),
     })
@@ -102,15 +116,15 @@ fn open_store(cli: &Cli, dir: &std::path::Path, at: &StoreAt) -> anyhow::Result<
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     match &cli.command {
-        Command::Import(cmd) => import::run(open(&cli)?, cmd),
-        Command::Add(cmd) => add::run(open(&cli)?, cmd),
-        Command::Search(cmd) => output::search(open(&cli)?, cmd),
-        Command::Segments(cmd) => output::segments(&open(&cli)?, cmd),
-        Command::Profile(cmd) => output::profile(&mut open(&cli)?, cmd),
-        Command::Stats(cmd) => output::stats(&open(&cli)?, cmd),
-        Command::Export(cmd) => export::run(&open(&cli)?, cmd),
+        Command::Import(cmd) => import::run(open(&cli, Open::OrStart)?, cmd),
+        Command::Add(cmd) => add::run(open(&cli, Open::OrStart)?, cmd),
+        Command::Search(cmd) => output::search(open(&cli, Open::Existing)?, cmd),
+        Command::Segments(cmd) => output::segments(&open(&cli, Open::Existing)?, cmd),
+        Command::Profile(cmd) => output::profile(&mut open(&cli, Open::Existing)?, cmd),
+        Command::Stats(cmd) => output::stats(&open(&cli, Open::Existing)?, cmd),
+        Command::Export(cmd) => export::run(&open(&cli, Open::Existing)?, cmd),
         Command::Delete(cmd) => {
-            let mut engine = open(&cli)?;
+            let mut engine = open(&cli, Open::Existing)?;
             let report = engine.delete(&cmd.scope.filter()?)?;
             println!(
                 "deleted {} turns, {} segments and {} cached embeddings of {}",
@@ -122,13 +136,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Reindex => {
-            let mut engine = open(&cli)?;
+            let mut engine = open(&cli, Open::Existing)?;
             let n = engine.reindex()?;
             println!("reindexed {n} units");
             Ok(())
         }
         Command::Check => {
-            let engine = open(&cli)?;
+            let engine = open(&cli, Open::Existing)?;
             engine.check_integrity()?;
             println!(
                 "ok: {} passes its integrity check",
@@ -140,7 +154,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let (dir, at) = store_at(&cli);
             let version = match &at {
                 StoreAt::Embedded => {
-                    open(&cli)?;
+                    open(&cli, Open::OrStart)?;
                     aril_engine::EMBEDDED_SCHEMA_VERSION
                 }
                 pg => pg
@@ -153,10 +167,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::MigrateStore(cmd) => migrate_store::run(&cli, cmd),
         Command::Demo(cmd) => demo::run(&cli, load_config(&cli)?, cmd),
         Command::Bench(cmd) => bench::run(&cli, cmd),
-        Command::Serve(cmd) => serve::run(open(&cli)?, cmd),
-        Command::Keys(cmd) => serve::keys(open(&cli)?, cmd),
-        Command::Mcp => serve::mcp(open(&cli)?),
-        Command::Consolidate(cmd) => consolidate::run(open(&cli)?, cmd),
-        Command::Ask(cmd) => ask::run(open(&cli)?, cmd),
+        Command::Serve(cmd) => serve::run(open(&cli, Open::OrStart)?, cmd),
+        Command::Keys(cmd) => serve::keys(open(&cli, Open::OrStart)?, cmd),
+        Command::Mcp => serve::mcp(open(&cli, Open::OrStart)?),
+        Command::Consolidate(cmd) => consolidate::run(open(&cli, Open::Existing)?, cmd),
+        Command::Ask(cmd) => ask::run(open(&cli, Open::Existing)?, cmd),
     }
 }

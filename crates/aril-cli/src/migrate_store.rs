@@ -5,7 +5,7 @@ use anyhow::{Context, bail};
 use aril_engine::{StoreAt, Table};
 
 use crate::args::MigrateStoreCmd;
-use crate::{Cli, open_store, parse_store, progress};
+use crate::{Cli, Open, open_store, parse_store, progress};
 
 pub fn run(cli: &Cli, cmd: &MigrateStoreCmd) -> anyhow::Result<()> {
     let (from_dir, from_at) = parse_store(&cmd.from, &cli.data_dir);
@@ -13,13 +13,13 @@ pub fn run(cli: &Cli, cmd: &MigrateStoreCmd) -> anyhow::Result<()> {
     if from_at == to_at && (from_at != StoreAt::Embedded || from_dir == to_dir) {
         bail!("--from and --to name the same store");
     }
-    let source = open_store(cli, &from_dir, &from_at)?;
+    let source = open_store(cli, &from_dir, &from_at, Open::Existing)?;
     if let StoreAt::Postgres(_) = &to_at {
         to_at
             .migrate(&to_dir)
             .with_context(|| format!("migrating {}", to_at.describe()))?;
     }
-    let mut target = open_store(cli, &to_dir, &to_at)?;
+    let mut target = open_store(cli, &to_dir, &to_at, Open::OrStart)?;
     let shown = |dir: &std::path::Path, at: &StoreAt| match at {
         StoreAt::Embedded => dir.display().to_string(),
         pg => pg.describe(),

@@ -216,6 +216,35 @@ fn bad_turns_and_unknown_scopes_change_nothing() {
 }
 
 #[test]
+fn reading_where_no_memory_is_kept_is_an_error_that_creates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("mistyped");
+    for args in [
+        &["search", "--user", "u", "where do I live"][..],
+        &["stats"],
+        &["export", "--user", "u"],
+        &["check"],
+        &["delete", "--user", "u"],
+    ] {
+        let err = fails(aril(&missing).args(args));
+        assert!(err.contains("no aril memory in"), "{args:?}: {err}");
+        assert!(err.contains("--data-dir"), "{args:?}: {err}");
+        assert!(!missing.exists(), "{args:?} created {}", missing.display());
+    }
+    // An empty directory holds no memory either, and is left empty.
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let err = fails(aril(&empty).arg("stats"));
+    assert!(err.contains("no aril memory in"), "{err}");
+    assert_eq!(std::fs::read_dir(&empty).unwrap().count(), 0);
+    // Writing starts the memory; reading then finds it.
+    ok(aril(&missing).args(["add", "--user", "u", "I live in Porto"]));
+    assert!(
+        ok(aril(&missing).args(["search", "--user", "u", "where do I live"])).contains("Porto")
+    );
+}
+
+#[test]
 fn a_busy_directory_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     // `add` reading stdin holds the directory while it waits for input.
@@ -264,7 +293,7 @@ fn a_missing_model_says_how_to_fetch_it() {
 #[test]
 fn a_newer_store_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    ok(aril(dir.path()).arg("stats"));
+    ok(aril(dir.path()).arg("migrate"));
     let conn = rusqlite::Connection::open(dir.path().join("store.sqlite")).unwrap();
     conn.execute(
         "UPDATE meta SET value = '7' WHERE key = 'schema_version'",

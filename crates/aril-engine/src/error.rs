@@ -7,6 +7,11 @@ pub enum EngineError {
          --data-dir"
     )]
     Busy { dir: String, holder: String },
+    #[error(
+        "no aril memory in {dir}: check --data-dir (or ARIL_DATA_DIR); `aril add` or `aril \
+         import` starts one there"
+    )]
+    NoMemory { dir: String },
     /// The cause is in the message and not a `source`, so a printed chain names it once.
     #[error("{what}: {cause}")]
     Io { what: String, cause: std::io::Error },

@@ -194,6 +194,24 @@ impl Engine {
         Self::open_inner(dir, store, config, embedder)
     }
 
+    /// [`Engine::open_at`] for work on a memory that must be there already (searching,
+    /// exporting, checking…): an embedded data directory without a store is
+    /// [`EngineError::NoMemory`], and is left as it was (not created), where `open_at` would
+    /// start an empty memory. A PostgreSQL store is checked when opened (it must be migrated).
+    pub fn open_existing_at(
+        dir: &Path,
+        store: &StoreAt,
+        config: Config,
+        embedder: Option<Arc<dyn Embedder>>,
+    ) -> Result<Self, EngineError> {
+        if *store == StoreAt::Embedded && !dir.join(STORE_FILE).is_file() {
+            return Err(EngineError::NoMemory {
+                dir: dir.display().to_string(),
+            });
+        }
+        Self::open_inner(dir, store, config, embedder)
+    }
+
     fn open_inner(
         dir: &Path,
         at: &StoreAt,
