@@ -3,7 +3,7 @@
 //! durable).
 
 use anyhow::{Context, bail};
-use aril_engine::Engine;
+use aril_engine::{Engine, StoreAt};
 use std::sync::Arc;
 
 use aril_engine::llm::{ChatModel, Role};
@@ -21,6 +21,7 @@ pub fn run(engine: Engine, cmd: &ServeCmd) -> anyhow::Result<()> {
              `--admin`), or pass --no-auth to serve on loopback without keys"
         );
     }
+    eprintln!("{}", memory_line(&engine)?);
     let llm = engine.config().llm.clone();
     let mut state = AppState::new(engine, !cmd.no_auth)?;
     let encoder = if cmd.no_consolidate {
@@ -68,10 +69,40 @@ pub fn run(engine: Engine, cmd: &ServeCmd) -> anyhow::Result<()> {
 
 /// `aril mcp`: the MCP tools over stdio, as the local user (stdout carries the protocol only).
 pub fn mcp(engine: Engine) -> anyhow::Result<()> {
+    // stdout carries the protocol; what is served goes to stderr.
+    eprintln!("{}", memory_line(&engine)?);
     let state = AppState::new(engine, false)?;
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(aril_server::serve_mcp_stdio(state))?;
     Ok(())
+}
+
+/// Where the memory about to be served lives and how much it holds, so that a server started
+/// on the wrong data directory says at once that its memory is empty.
+fn memory_line(engine: &Engine) -> anyhow::Result<String> {
+    let stats = engine.stats()?.store;
+    let place = match engine.store_at() {
+        StoreAt::Embedded => format!("data directory {}", engine.dir().display()),
+        pg => format!("store {}", pg.describe()),
+    };
+    Ok(if stats.turns == 0 {
+        format!("memory: {place}, empty (no turns stored yet)")
+    } else {
+        format!(
+            "memory: {place}, {} of {}",
+            counted(stats.turns, "turn"),
+            counted(stats.users, "user")
+        )
+    })
+}
+
+/// `1 turn`, `2 turns`.
+fn counted(n: u64, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
 }
 
 async fn shutdown_signal() {

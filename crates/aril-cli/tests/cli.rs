@@ -245,6 +245,23 @@ fn reading_where_no_memory_is_kept_is_an_error_that_creates_nothing() {
 }
 
 #[test]
+fn a_server_says_which_memory_it_serves() {
+    let dir = tempfile::tempdir().unwrap();
+    // `aril mcp` with no client: it prints what it serves on stderr, then ends.
+    let served = |d: &Path| {
+        let out = run(aril(d).arg("mcp").stdin(Stdio::null()));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    // A new directory (a mistyped --data-dir, say) shows as empty at once.
+    let fresh = served(&dir.path().join("fresh"));
+    assert!(fresh.contains("empty (no turns stored yet)"), "{fresh}");
+    let kept = dir.path().join("kept");
+    ok(aril(&kept).args(["add", "--user", "u", "I live in Porto"]));
+    let line = served(&kept);
+    assert!(line.contains("1 turn of 1 user"), "{line}");
+}
+
+#[test]
 fn a_busy_directory_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     // `add` reading stdin holds the directory while it waits for input.
