@@ -115,7 +115,12 @@ impl Engine {
         let (query, k) = checked(request, self.config.recall.default_k)?;
         let qv = self.embed_query(query)?;
         let candidates = self.hybrid_candidates(&request.filter, query, &qv, request.asked_at)?;
-        Ok(respond(query, &candidates, k, request.budget))
+        Ok(respond(
+            query,
+            &without_repeats(candidates),
+            k,
+            request.budget,
+        ))
     }
 
     /// Recalls the sessions most relevant to a question inside a scope: one hit per session (a
@@ -586,6 +591,21 @@ fn session_key(turn: &Turn) -> SessionKey {
 }
 
 /// The candidates packed into `k` units and the token `budget`, as a response to `query`.
+/// The candidates less each single turn that repeats a better one word for word (the same
+/// speaker saying the same text again, in any conversation of the scope): the repeat adds
+/// nothing to a context, so its place and its tokens go to the next candidate. The store keeps
+/// every repeat; only this answer leaves it out.
+fn without_repeats(candidates: Vec<Candidate>) -> Vec<Candidate> {
+    let mut said = HashSet::new();
+    candidates
+        .into_iter()
+        .filter(|c| match c.turns.as_slice() {
+            [turn] => said.insert(turn.rendered()),
+            _ => true,
+        })
+        .collect()
+}
+
 fn respond(
     query: &str,
     candidates: &[Candidate],

@@ -38,6 +38,7 @@ aril_store::conformance!(
     the_bm25_turn_list_ranks_the_dense_roles_turns_unless_told_all,
     session_search_shows_each_session_once_and_lifts_sessions_that_speak_of_it_in_several_turns,
     a_replaced_version_gives_its_session_no_vote_in_session_search,
+    a_turn_said_again_word_for_word_is_recalled_once,
 );
 
 fn turn(user: &str, session: &str, n: u32, text: &str) -> NewTurn {
@@ -1195,4 +1196,44 @@ fn a_replaced_version_gives_its_session_no_vote_in_session_search(place: &Place)
         0.0,
         "the replaced garden turn no longer counts: one current garden turn lists nothing"
     );
+}
+
+fn a_turn_said_again_word_for_word_is_recalled_once(place: &Place) {
+    let mut engine = place.open();
+    let said = "My sister Zuleika lives in Porto.";
+    ingest(
+        &mut engine,
+        vec![
+            turn("u", "s1", 0, said),
+            turn("u", "s1", 2, "I bought a red bicycle."),
+            turn("u", "s2", 4, said),
+            // The same words from someone else are not a repeat.
+            NewTurn {
+                speaker: Some("Rui".into()),
+                ..turn("u", "s2", 6, said)
+            },
+        ],
+        true,
+    );
+    // Every repeat is stored.
+    assert_eq!(engine.stats().unwrap().store.turns, 4);
+    let r = search(&mut engine, "u", "Where does my sister live?", 10);
+    let shown: Vec<&str> = r.results.iter().map(|h| h.text.as_str()).collect();
+    assert_eq!(
+        shown
+            .iter()
+            .filter(|t| **t == format!("User: {said}"))
+            .count(),
+        1,
+        "{shown:?}"
+    );
+    assert!(
+        shown.contains(&format!("Rui: {said}").as_str()),
+        "{shown:?}"
+    );
+    assert!(
+        shown.contains(&"User: I bought a red bicycle."),
+        "{shown:?}"
+    );
+    assert_eq!(r.results.len(), 3, "{shown:?}");
 }
