@@ -86,7 +86,7 @@ fn parse_store(s: &str, dir: &std::path::Path) -> (std::path::PathBuf, StoreAt) 
 }
 
 /// Whether a command may start a memory where there is none, or needs one there already.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy)]
 enum Open {
     /// Commands that write (`import`, `add`, `serve`…): a missing data directory is created.
     OrStart,

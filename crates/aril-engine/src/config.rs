@@ -26,8 +26,8 @@ pub struct Config {
     /// sentences (runs of at least `sentence_min_bytes`), so dense search, which takes a turn's
     /// best vector, finds the one sentence of a long turn that answers; `chunks` embeds it whole,
     /// cut into chunks only where it is longer than the model reads. Either way nothing is
-    /// truncated, and a data directory may hold turns of both (each turn keeps the vectors it
-    /// was stored with). Measured (docs/benchmarks-history.md): sentences hold LongMemEval's session
+    /// truncated, and a data directory may hold turns of both (each turn keeps the vectors it was
+    /// stored with). Measured (docs/benchmarks-history.md): sentences hold LongMemEval's session
     /// recall where haystacks grow (dev widened three times: R@5 97.0 against 95.0) for the same
     /// LoCoMo recall within a few questions.
     pub turn_vectors: TurnVectors,
@@ -62,21 +62,22 @@ pub struct RecallConfig {
     pub w_lexical_turns: f32,
     /// Which turns the BM25 turn lists rank: `dense_roles` (default) the turns of `dense_roles`
     /// only, the turns the dense turn lists rank, so both turn lists vote among the same turns;
-    /// `all` every turn. Either way every turn stays in its window's BM25 list and its segment,
-    /// and BM25's statistics count every turn.
-    /// Measured (docs/benchmarks-history.md): on LongMemEval, whose assistant replies are long and share
-    /// a request's words ("suggest", "current"), keeping them out lifts the dev file widened five
-    /// times (scripts/widen-longmemeval) from rankfor R@5 / R@10 91.9 / 96.7 to 93.8 / 97.5;
-    /// LoCoMo and HotpotQA, whose turns are all the user's, rank exactly as before.
+    /// `all` every turn. Either way every turn stays in its window's BM25 list and its segment, and
+    /// BM25's statistics count every turn. Measured (docs/benchmarks-history.md): on LongMemEval,
+    /// whose assistant replies are long and share a request's words ("suggest", "current"), keeping
+    /// them out lifts the dev file widened five times (scripts/widen-longmemeval) from rankfor R@5
+    /// / R@10 91.9 / 96.7 to 93.8 / 97.5; LoCoMo and HotpotQA, whose turns are all the user's, rank
+    /// exactly as before.
     pub lexical_turn_roles: LexicalTurnRoles,
     /// Fusion weight of dense search over segments.
     pub w_dense_segments: f32,
     /// Fusion weight of BM25 over segments (0 by default: the window list does its work
     /// better; a list of weight 0 is not searched).
     pub w_lexical_segments: f32,
-    /// Fusion weight of BM25 over the turns' lexical windows (`aril_core::window_text`: a turn
-    /// with its session neighbours, searched for the turn). Measured on LoCoMo
-    /// (docs/benchmarks-history.md), it finds short replies by the words of the exchange around them.
+    /// Fusion weight of BM25 over the turns' lexical windows (`aril_core::window_text`: a turn with
+    /// its session neighbours, searched for the turn). Measured on LoCoMo
+    /// (docs/benchmarks-history.md), it finds short replies by the words of the exchange around
+    /// them.
     pub w_lexical_windows: f32,
     /// Fusion weight of each of the three speaker-focus lists (the dense, BM25 and window turn
     /// lists searched again for the question without the name, restricted to the turns of the
@@ -89,11 +90,10 @@ pub struct RecallConfig {
     /// How much deeper than `candidates` a focus list is searched first (it keeps the named
     /// speaker's or period's turns), so it still holds about `candidates` turns.
     pub focus_depth: usize,
-    /// Fusion weight of the session list in [`crate::Engine::search_sessions`] (sessions ranked
-    /// by the mean cosine of their best `session_turns` dense turns); 0 ranks sessions by their
-    /// best unit alone. Turn search ([`crate::Engine::search`]) does not use it. Measured on
-    /// LongMemEval (docs/benchmarks-history.md): it lifts sessions that speak of the question in several
-    /// turns.
+    /// Fusion weight of the session list in [`crate::Engine::search_sessions`] (sessions ranked by
+    /// the mean cosine of their best `session_turns` dense turns); 0 ranks sessions by their best
+    /// unit alone. Turn search ([`crate::Engine::search`]) does not use it. Measured on LongMemEval
+    /// (docs/benchmarks-history.md): it lifts sessions that speak of the question in several turns.
     pub w_sessions: f32,
     /// How many of a session's best dense turns its session-list score averages.
     pub session_turns: usize,
@@ -106,9 +106,9 @@ pub struct RecallConfig {
     pub segments: SegmentUse,
 }
 
-/// The `k` of RRF in the LLM-free recall: lower than the customary 60, because a retrieved
-/// segment credits all its turns with one rank and a large `k` lets such ties outweigh the turn
-/// lists' leaders. Measured (docs/benchmarks-history.md): LoCoMo evidence recall at 1k tokens 0.794 at 60,
+/// The `k` of RRF in the LLM-free recall: lower than the customary 60, because a retrieved segment
+/// credits all its turns with one rank and a large `k` lets such ties outweigh the turn lists'
+/// leaders. Measured (docs/benchmarks-history.md): LoCoMo evidence recall at 1k tokens 0.794 at 60,
 /// 0.812 at 20, 0.825 at 10; LongMemEval dev within a question either way.
 pub const RECALL_RRF_K: f32 = 20.0;
 
