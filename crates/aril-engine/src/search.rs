@@ -590,7 +590,6 @@ fn session_key(turn: &Turn) -> SessionKey {
     (turn.turn.conversation.clone(), turn.turn.session.clone())
 }
 
-/// The candidates packed into `k` units and the token `budget`, as a response to `query`.
 /// The candidates less each single turn that repeats a better one word for word (the same
 /// speaker saying the same text again, in any conversation of the scope): the repeat adds
 /// nothing to a context, so its place and its tokens go to the next candidate. The store keeps
@@ -606,6 +605,7 @@ fn without_repeats(candidates: Vec<Candidate>) -> Vec<Candidate> {
         .collect()
 }
 
+/// The candidates packed into `k` units and the token `budget`, as a response to `query`.
 fn respond(
     query: &str,
     candidates: &[Candidate],
