@@ -27,8 +27,8 @@ pub struct Cli {
     /// Configuration file (TOML); see docs/configuration.md.
     #[arg(long, global = true, env = "ARIL_CONFIG")]
     pub config: Option<PathBuf>,
-    /// Directory of the all-MiniLM-L6-v2 model (default: $ARIL_MODEL_DIR or
-    /// ~/.cache/aril/models/all-MiniLM-L6-v2, filled by scripts/fetch-model).
+    /// Directory of the all-MiniLM-L6-v2 model (default: $ARIL_MODEL_DIR, else
+    /// models/all-MiniLM-L6-v2 under $ARIL_CACHE or ~/.cache/aril, filled by scripts/fetch-model).
     #[arg(long, global = true)]
     pub model_dir: Option<PathBuf>,
     #[command(subcommand)]
@@ -219,7 +219,8 @@ pub struct BenchCmd {
     /// JSON lines, to compare question by question.
     #[arg(long)]
     pub rankings: Option<PathBuf>,
-    /// Embedding cache and bench data directories (default ~/.cache/aril/bench).
+    /// Embedding cache and bench data directories (default bench/ under $ARIL_CACHE, else
+    /// ~/.cache/aril/bench).
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,
     /// LoCoMo only: an audit of its answer key (the format of locomo-audit's errors.json, e.g.

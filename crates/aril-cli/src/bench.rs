@@ -17,10 +17,7 @@ use crate::args::{BenchCmd, BenchName, Cli};
 use crate::{models, progress};
 
 fn default_cache_dir() -> PathBuf {
-    std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .unwrap_or_default()
-        .join(".cache/aril/bench")
+    aril_core::cache_root().join("bench")
 }
 
 /// The encoder and planner of `aril-llm` from the environment (other strategies need none), with

@@ -2,8 +2,11 @@
 //! ([`Turn`], the ground state, kept verbatim), how turns group into topics ([`Segment`]), and the
 //! typed [`Card`]s that later stages derive from segments.
 //!
+//! [`cache_root`] names where fetched models and derived caches live.
+//!
 //! This crate knows nothing about storage, embeddings, HTTP or any LLM vendor.
 
+mod cache;
 mod card;
 mod error;
 mod ids;
@@ -13,6 +16,7 @@ pub mod tokens;
 mod turn;
 mod window;
 
+pub use cache::cache_root;
 pub use card::{Card, CardId, CardKind, CardTime, parse_calendar_date};
 pub use error::InvalidInput;
 pub use ids::{content_hash, short_hash};

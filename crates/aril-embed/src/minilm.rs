@@ -16,16 +16,13 @@ const MAX_PIECES: usize = 256;
 /// Sequences per forward pass; larger batches gain little on 2 cores and pad more.
 const BATCH: usize = 32;
 
-/// Where the model is looked for: `$ARIL_MODEL_DIR`, else `~/.cache/aril/models/all-MiniLM-L6-v2`
-/// (where `scripts/fetch-model` puts it).
+/// Where the model is looked for: `$ARIL_MODEL_DIR`, else `models/all-MiniLM-L6-v2` in the cache
+/// root (`$ARIL_CACHE`, else `~/.cache/aril`), where `scripts/fetch-model` puts it.
 pub fn default_model_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("ARIL_MODEL_DIR") {
         return PathBuf::from(dir);
     }
-    let home = std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .unwrap_or_default();
-    home.join(".cache/aril/models").join(MODEL_NAME)
+    aril_core::cache_root().join("models").join(MODEL_NAME)
 }
 
 /// The all-MiniLM-L6-v2 sentence embedder (384 dimensions, 256 word pieces).

@@ -14,7 +14,8 @@ use crate::EngineError;
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// Directory with `model.safetensors`, `tokenizer.json`, `config.json` of all-MiniLM-L6-v2.
-    /// Default: `$ARIL_MODEL_DIR`, else `~/.cache/aril/models/all-MiniLM-L6-v2`.
+    /// Default: `$ARIL_MODEL_DIR`, else `models/all-MiniLM-L6-v2` in the cache root
+    /// (`$ARIL_CACHE`, else `~/.cache/aril`).
     pub model_dir: Option<PathBuf>,
     /// Roles whose turns get dense vectors (and make up a segment's embedded text). Every turn is
     /// stored and BM25-indexed whatever its role. Default: `["user"]` — the user's own words carry

@@ -27,4 +27,15 @@ pub enum LlmError {
     InvalidReply { reason: String },
     #[error("invalid LLM configuration: {0}")]
     Config(String),
+    #[error(
+        "the local model server {server} {status} before it was ready; its last lines:\n{last_lines}\n\
+         If scripts/fetch-llm built it, run scripts/fetch-llm again: it smoke-checks the cached \
+         build and rebuilds one that fails"
+    )]
+    ServerDied {
+        server: String,
+        /// How it ended, e.g. "died of signal: 11 (SIGSEGV)" or "exited with exit status: 1".
+        status: String,
+        last_lines: String,
+    },
 }

@@ -5,28 +5,28 @@
 //! Two servers on one small machine slow each other down many times over (their threads spin), so
 //! tests that start one run one at a time: `.config/nextest.toml` groups them by name.
 
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::{ClientOptions, Endpoint, Ledger, LlmError, OpenAiClient};
 
-/// The llama-cpp-python release whose llama.cpp `scripts/fetch-llm` builds.
-const LLAMA_BUILD: &str = "llama-server-0.3.36";
+/// Where `scripts/fetch-llm` puts the `llama-server` it built and smoke-checked, in the cache.
+const LLAMA_SERVER: &str = "llama-server/llama-server";
 const SMOLLM2: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
+/// How many of the server's last stderr lines an error shows.
+const LAST_LINES: usize = 15;
 
 /// A running `llama-server`.
 pub struct LocalServer {
     child: Child,
     endpoint: Endpoint,
-}
-
-fn cache_dir() -> PathBuf {
-    std::env::var_os("ARIL_CACHE")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/aril")))
-        .unwrap_or_else(|| PathBuf::from(".cache/aril"))
 }
 
 fn located(var: &str, default: PathBuf) -> Result<PathBuf, LlmError> {
@@ -63,10 +63,10 @@ impl LocalServer {
     }
 
     fn cached(extra: &[&str]) -> Result<Self, LlmError> {
-        let cache = cache_dir();
+        let cache = aril_core::cache_root();
         let server = located(
             "ARIL_LLAMA_SERVER",
-            cache.join(LLAMA_BUILD).join("llama-server"),
+            cache.join(LLAMA_SERVER),
         )?;
         let model = located("ARIL_LLAMA_MODEL", cache.join("models").join(SMOLLM2))?;
         Self::start_with(&server, &model, 2, extra)
@@ -89,7 +89,7 @@ impl LocalServer {
             .and_then(|l| l.local_addr())
             .map(|a| a.port())
             .map_err(|e| LlmError::Config(format!("no free loopback port: {e}")))?;
-        let child = Command::new(server)
+        let mut child = Command::new(server)
             .args(["--host", "127.0.0.1", "--port", &port.to_string()])
             .args([
                 "--threads",
@@ -103,9 +103,10 @@ impl LocalServer {
             .arg("-m")
             .arg(model)
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .map_err(|e| LlmError::Config(format!("cannot start {}: {e}", server.display())))?;
+        let last_lines = LastLines::drain(&mut child);
         let mut running = Self {
             child,
             endpoint: Endpoint {
@@ -129,10 +130,11 @@ impl LocalServer {
                 return Ok(running);
             }
             if let Ok(Some(status)) = running.child.try_wait() {
-                return Err(LlmError::Config(format!(
-                    "{} exited ({status}) before it was ready",
-                    server.display()
-                )));
+                return Err(LlmError::ServerDied {
+                    server: server.display().to_string(),
+                    status: ended(status),
+                    last_lines: last_lines.after_exit(),
+                });
             }
             std::thread::sleep(Duration::from_millis(200));
         }
@@ -146,6 +148,56 @@ impl LocalServer {
     /// Where to send requests.
     pub fn endpoint(&self) -> &Endpoint {
         &self.endpoint
+    }
+}
+
+/// How a process ended, in words.
+fn ended(status: ExitStatus) -> String {
+    if status.signal().is_some() {
+        format!("died of {status}")
+    } else {
+        format!("exited with {status}")
+    }
+}
+
+/// The last [`LAST_LINES`] lines a child wrote to stderr, read by a thread of their own so the
+/// pipe never fills (the thread ends when the child closes it, at the latest when it dies).
+struct LastLines {
+    lines: Arc<Mutex<VecDeque<String>>>,
+    reader: Option<JoinHandle<()>>,
+}
+
+impl LastLines {
+    fn drain(child: &mut Child) -> Self {
+        let lines = Arc::new(Mutex::new(VecDeque::with_capacity(LAST_LINES)));
+        let reader = child.stderr.take().map(|stderr| {
+            let sink = Arc::clone(&lines);
+            std::thread::spawn(move || {
+                for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                    let Ok(mut kept) = sink.lock() else { return };
+                    if kept.len() == LAST_LINES {
+                        kept.pop_front();
+                    }
+                    kept.push_back(line);
+                }
+            })
+        });
+        Self { lines, reader }
+    }
+
+    /// Every line up to the child's end, indented; call once the child has exited.
+    fn after_exit(mut self) -> String {
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
+        }
+        match self.lines.lock() {
+            Ok(lines) if !lines.is_empty() => lines
+                .iter()
+                .map(|l| format!("    {l}"))
+                .collect::<Vec<_>>()
+                .join("\n"),
+            _ => "    (nothing)".to_owned(),
+        }
     }
 }
 
