@@ -487,8 +487,9 @@ pub(crate) fn describe_filter(filter: &ScopeFilter) -> String {
 }
 
 /// The storage seam. Implementations: [`SqliteStore`] (embedded) and [`PgStore`] (PostgreSQL).
-/// Every method that writes is atomic and durable when it returns.
-pub trait Store: Send {
+/// Every method that writes is atomic and durable when it returns. A store is `Sync`: its readers
+/// (`&self`) may be called from several threads at once.
+pub trait Store: Send + Sync {
     /// Which of `ids` are already stored.
     fn existing_turns(&self, ids: &[TurnId]) -> Result<HashSet<TurnId>, StoreError>;
     /// The open segment of a conversation (empty, version 0, if none).

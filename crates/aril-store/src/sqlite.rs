@@ -3,6 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use aril_core::{
     Card, CardId, CloseReason, NewTurn, Role, Scope, ScopeFilter, Segment, SegmentId, Turn, TurnId,
@@ -23,8 +24,12 @@ use crate::{
 const IN_CHUNK: usize = 500;
 
 /// The embedded SQLite implementation of [`Store`].
+///
+/// The one connection sits behind a mutex, so the store is `Sync`: readers on several threads
+/// take turns on it for the length of one call (a call never takes it twice), and writers
+/// (`&mut self`) use it without locking.
 pub struct SqliteStore {
-    pub(crate) conn: Connection,
+    conn: Mutex<Connection>,
     path: PathBuf,
 }
 
@@ -102,9 +107,20 @@ impl SqliteStore {
         )
         .map_err(open_err)?;
         Ok(Self {
-            conn,
+            conn: Mutex::new(conn),
             path: path.to_path_buf(),
         })
+    }
+
+    /// The connection, for one call of a reader. A call that panicked left no transaction
+    /// open (rusqlite rolls back on drop), so a poisoned lock is taken over.
+    pub(crate) fn conn(&self) -> MutexGuard<'_, Connection> {
+        self.conn.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The connection, for a writer.
+    pub(crate) fn conn_mut(&mut self) -> &mut Connection {
+        self.conn.get_mut().unwrap_or_else(PoisonError::into_inner)
     }
 
     pub fn path(&self) -> &Path {
@@ -126,14 +142,13 @@ impl SqliteStore {
 
     /// Moves deleted pages out of the WAL into the (securely zeroed) main file, so deleted text
     /// is gone from every file once a deletion returns.
-    fn checkpoint(&self) -> Result<(), StoreError> {
-        self.conn
-            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+    fn checkpoint(conn: &Connection) -> Result<(), StoreError> {
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
         Ok(())
     }
 
-    fn segment_turn_ids(&self, segment: &str) -> Result<Vec<TurnId>, StoreError> {
-        let mut stmt = self.conn.prepare_cached(
+    fn segment_turn_ids(conn: &Connection, segment: &str) -> Result<Vec<TurnId>, StoreError> {
+        let mut stmt = conn.prepare_cached(
             "SELECT turn_id FROM segment_turns WHERE segment_id = ?1 ORDER BY ord",
         )?;
         let ids = stmt
@@ -142,12 +157,16 @@ impl SqliteStore {
         Ok(ids)
     }
 
-    fn segments_where(&self, clause: &str, args: &[String]) -> Result<Vec<Segment>, StoreError> {
+    fn segments_where(
+        conn: &Connection,
+        clause: &str,
+        args: &[String],
+    ) -> Result<Vec<Segment>, StoreError> {
         let sql = format!(
             "SELECT id, user_id, agent_id, run_id, conversation, boundary_score, reason, tokens, \
              start_time, end_time FROM segments WHERE {clause} ORDER BY seq"
         );
-        let mut stmt = self.conn.prepare(&sql)?;
+        let mut stmt = conn.prepare(&sql)?;
         let rows: Vec<SegmentRow> = stmt
             .query_map(params_from_iter(args), |r| {
                 Ok(SegmentRow {
@@ -165,7 +184,7 @@ impl SqliteStore {
         rows.into_iter()
             .map(|row| {
                 Ok(Segment {
-                    turns: self.segment_turn_ids(&row.id)?,
+                    turns: Self::segment_turn_ids(conn, &row.id)?,
                     id: SegmentId(row.id),
                     scope: row.scope,
                     conversation: row.conversation,
@@ -416,11 +435,10 @@ pub(crate) fn filter_clause_on(alias: &str, filter: &ScopeFilter) -> (String, Ve
 
 impl Store for SqliteStore {
     fn existing_turns(&self, ids: &[TurnId]) -> Result<HashSet<TurnId>, StoreError> {
+        let conn = self.conn();
         let ids: Vec<String> = ids.iter().map(|t| t.0.clone()).collect();
         let found = Self::in_chunks(&ids, |marks, chunk| {
-            let mut stmt = self
-                .conn
-                .prepare(&format!("SELECT id FROM turns WHERE id IN ({marks})"))?;
+            let mut stmt = conn.prepare(&format!("SELECT id FROM turns WHERE id IN ({marks})"))?;
             let v = stmt
                 .query_map(params_from_iter(chunk), |r| {
                     r.get::<_, String>(0).map(TurnId)
@@ -432,8 +450,8 @@ impl Store for SqliteStore {
     }
 
     fn open_segment(&self, scope: &Scope, conversation: &str) -> Result<OpenRead, StoreError> {
-        let row: Option<(String, i64)> = self
-            .conn
+        let conn = self.conn();
+        let row: Option<(String, i64)> = conn
             .query_row(
                 "SELECT state, version FROM open_segments WHERE user_id = ?1 AND agent_id = ?2 \
                  AND run_id = ?3 AND conversation = ?4",
@@ -457,16 +475,17 @@ impl Store for SqliteStore {
     }
 
     fn commit(&mut self, batch: WriteBatch) -> Result<CommitReport, StoreError> {
-        let tx = self.conn.transaction()?;
+        let tx = self.conn_mut().transaction()?;
         let report = write_batch(&tx, &batch)?;
         tx.commit()?;
         Ok(report)
     }
 
     fn turns(&self, ids: &[TurnId]) -> Result<Vec<Turn>, StoreError> {
+        let conn = self.conn();
         let keys: Vec<String> = ids.iter().map(|t| t.0.clone()).collect();
         let found = Self::in_chunks(&keys, |marks, chunk| {
-            let mut stmt = self.conn.prepare(&format!(
+            let mut stmt = conn.prepare(&format!(
                 "SELECT id, seq, user_id, agent_id, run_id, conversation, session, role, speaker, \
                  text, event_time, ingest_time, source_id FROM turns WHERE id IN ({marks})"
             ))?;
@@ -528,9 +547,10 @@ impl Store for SqliteStore {
     }
 
     fn segments(&self, ids: &[SegmentId]) -> Result<Vec<Segment>, StoreError> {
+        let conn = self.conn();
         let keys: Vec<String> = ids.iter().map(|s| s.0.clone()).collect();
         let found = Self::in_chunks(&keys, |marks, chunk| {
-            self.segments_where(&format!("id IN ({marks})"), chunk)
+            Self::segments_where(&conn, &format!("id IN ({marks})"), chunk)
         })?;
         let mut by_id: HashMap<SegmentId, Segment> =
             found.into_iter().map(|s| (s.id.clone(), s)).collect();
@@ -538,8 +558,9 @@ impl Store for SqliteStore {
     }
 
     fn list_segments(&self, filter: &ScopeFilter) -> Result<Vec<Segment>, StoreError> {
+        let conn = self.conn();
         let (clause, args) = filter_clause(filter);
-        self.segments_where(&clause, &args)
+        Self::segments_where(&conn, &clause, &args)
     }
 
     fn embeddings(
@@ -547,8 +568,9 @@ impl Store for SqliteStore {
         model: &str,
         hashes: &[String],
     ) -> Result<HashMap<String, Embedding>, StoreError> {
+        let conn = self.conn();
         let found = Self::in_chunks(hashes, |marks, chunk| {
-            let mut stmt = self.conn.prepare(&format!(
+            let mut stmt = conn.prepare(&format!(
                 "SELECT text_hash, pieces, chunks FROM embeddings \
                  WHERE model = ? AND text_hash IN ({marks})"
             ))?;
@@ -580,9 +602,10 @@ impl Store for SqliteStore {
     }
 
     fn unit_vectors(&self, model: &str, user_id: &str) -> Result<Vec<UnitVectors>, StoreError> {
+        let conn = self.conn();
         let mut out = Vec::new();
         for (kind, table) in [(UnitKind::Turn, "turns"), (UnitKind::Segment, "segments")] {
-            let mut stmt = self.conn.prepare(&format!(
+            let mut stmt = conn.prepare(&format!(
                 "SELECT u.id, u.user_id, u.agent_id, u.run_id, e.chunks FROM {table} u \
                  JOIN embeddings e ON e.model = ?1 AND e.text_hash = u.text_hash \
                  WHERE u.user_id = ?2 ORDER BY u.seq"
@@ -609,8 +632,9 @@ impl Store for SqliteStore {
     }
 
     fn units_after(&self, turn_seq: i64, segment_seq: i64) -> Result<Vec<UnitText>, StoreError> {
+        let conn = self.conn();
         let mut out = Vec::new();
-        let mut stmt = self.conn.prepare(
+        let mut stmt = conn.prepare(
             "SELECT id, user_id, agent_id, run_id, role, speaker, text, seq FROM turns \
              WHERE seq > ?1 ORDER BY seq",
         )?;
@@ -638,19 +662,20 @@ impl Store for SqliteStore {
                 role: Some(role),
             });
         }
-        let mut stmt = self
-            .conn
-            .prepare("SELECT id, seq FROM segments WHERE seq > ?1 ORDER BY seq")?;
-        let segs: Vec<(String, i64)> = stmt
+        drop(stmt);
+        let segs: Vec<(String, i64)> = conn
+            .prepare("SELECT id, seq FROM segments WHERE seq > ?1 ORDER BY seq")?
             .query_map([segment_seq], |r| Ok((r.get(0)?, r.get(1)?)))?
             .collect::<Result<_, _>>()?;
+        // Rendering a segment reads it and its turns through `self`, which takes the connection.
+        drop(conn);
         out.extend(crate::segment_units(self, &segs)?);
         Ok(out)
     }
 
     fn delete(&mut self, filter: &ScopeFilter) -> Result<DeleteReport, StoreError> {
         let (clause, args) = filter_clause(filter);
-        let tx = self.conn.transaction()?;
+        let tx = self.conn_mut().transaction()?;
         let turns: i64 = tx.query_row(
             &format!("SELECT COUNT(*) FROM turns WHERE {clause}"),
             params_from_iter(&args),
@@ -687,14 +712,14 @@ impl Store for SqliteStore {
             params_from_iter(&args),
         )?;
         let report = commit_delete(tx, &hashes, turns as u64, segments as u64)?;
-        self.checkpoint()?;
+        Self::checkpoint(self.conn_mut())?;
         Ok(report)
     }
 
     fn delete_turns(&mut self, deletion: TurnDeletion) -> Result<DeleteReport, StoreError> {
         let turn_ids: Vec<String> = deletion.turns.iter().map(|t| t.0.clone()).collect();
         let segment_ids: Vec<String> = deletion.segments.iter().map(|s| s.0.clone()).collect();
-        let tx = self.conn.transaction()?;
+        let tx = self.conn_mut().transaction()?;
         let mut hashes: Vec<String> = Vec::new();
         let (mut turns, mut segments) = (0, 0);
         for (table, ids, removed) in [
@@ -732,14 +757,16 @@ impl Store for SqliteStore {
             },
         )?;
         let report = commit_delete(tx, &hashes, turns as u64, segments as u64)?;
-        self.checkpoint()?;
+        Self::checkpoint(self.conn_mut())?;
         Ok(report)
     }
 
     fn segments_holding(&self, turns: &[TurnId]) -> Result<Vec<Segment>, StoreError> {
+        let conn = self.conn();
         let ids: Vec<String> = turns.iter().map(|t| t.0.clone()).collect();
         let mut found = Self::in_chunks(&ids, |marks, chunk| {
-            self.segments_where(
+            Self::segments_where(
+                &conn,
                 &format!("id IN (SELECT segment_id FROM segment_turns WHERE turn_id IN ({marks}))"),
                 chunk,
             )
@@ -750,7 +777,8 @@ impl Store for SqliteStore {
     }
 
     fn memory_versions(&self, memory: &TurnId) -> Result<Vec<TurnId>, StoreError> {
-        let (exists, is_later): (bool, bool) = self.conn.query_row(
+        let conn = self.conn();
+        let (exists, is_later): (bool, bool) = conn.query_row(
             "SELECT EXISTS (SELECT 1 FROM turns WHERE id = ?1), \
              EXISTS (SELECT 1 FROM revisions WHERE turn_id = ?1)",
             [&memory.0],
@@ -759,7 +787,7 @@ impl Store for SqliteStore {
         if !exists || is_later {
             return Ok(Vec::new());
         }
-        let mut stmt = self.conn.prepare_cached(
+        let mut stmt = conn.prepare_cached(
             "SELECT turn_id FROM revisions WHERE memory_id = ?1 ORDER BY version",
         )?;
         let mut versions = vec![memory.clone()];
@@ -770,9 +798,10 @@ impl Store for SqliteStore {
     }
 
     fn memory_ids(&self, turns: &[TurnId]) -> Result<HashMap<TurnId, TurnId>, StoreError> {
+        let conn = self.conn();
         let ids: Vec<String> = turns.iter().map(|t| t.0.clone()).collect();
         let pairs = Self::in_chunks(&ids, |marks, chunk| {
-            let mut stmt = self.conn.prepare(&format!(
+            let mut stmt = conn.prepare(&format!(
                 "SELECT turn_id, memory_id FROM revisions WHERE turn_id IN ({marks})"
             ))?;
             let rows = stmt
@@ -786,7 +815,8 @@ impl Store for SqliteStore {
     }
 
     fn superseded(&self, user_id: &str) -> Result<HashSet<TurnId>, StoreError> {
-        let mut stmt = self.conn.prepare_cached(
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached(
             "SELECT s.turn_id FROM superseded s JOIN turns t ON t.id = s.turn_id \
              WHERE t.user_id = ?1",
         )?;
@@ -801,15 +831,16 @@ impl Store for SqliteStore {
         ids: &[TurnId],
         span: usize,
     ) -> Result<Vec<Neighbourhood>, StoreError> {
+        let conn = self.conn();
         // The turns `n` of the session of turn `c` = ?1.
         const SAME_SESSION: &str = "SELECT n.id, n.seq FROM turns c JOIN turns n \
              ON n.user_id = c.user_id AND n.agent_id = c.agent_id AND n.run_id = c.run_id \
              AND n.conversation = c.conversation AND IFNULL(n.session, '') = IFNULL(c.session, '') \
              WHERE c.id = ?1";
-        let mut around = self.conn.prepare_cached(&format!(
+        let mut around = conn.prepare_cached(&format!(
             "{SAME_SESSION} AND n.seq < c.seq ORDER BY n.seq DESC LIMIT ?2"
         ))?;
-        let mut after = self.conn.prepare_cached(&format!(
+        let mut after = conn.prepare_cached(&format!(
             "{SAME_SESSION} AND n.seq >= c.seq ORDER BY n.seq LIMIT ?2"
         ))?;
         let mut plans: Vec<(TurnId, Vec<TurnId>)> = Vec::with_capacity(ids.len());
@@ -838,6 +869,9 @@ impl Store for SqliteStore {
             .collect::<HashSet<_>>()
             .into_iter()
             .collect();
+        // `turns` takes the connection itself.
+        drop((around, after));
+        drop(conn);
         let by_id: HashMap<TurnId, Turn> = self
             .turns(&wanted)?
             .into_iter()
@@ -862,16 +896,17 @@ impl Store for SqliteStore {
         limit: u64,
         current_only: bool,
     ) -> Result<(Vec<TurnId>, u64), StoreError> {
+        let conn = self.conn();
         let (mut clause, args) = filter_clause(filter);
         if current_only {
             clause.push_str(" AND id NOT IN (SELECT turn_id FROM superseded)");
         }
-        let total: i64 = self.conn.query_row(
+        let total: i64 = conn.query_row(
             &format!("SELECT COUNT(*) FROM turns WHERE {clause}"),
             params_from_iter(&args),
             |r| r.get(0),
         )?;
-        let mut stmt = self.conn.prepare(&format!(
+        let mut stmt = conn.prepare(&format!(
             "SELECT id FROM turns WHERE {clause} ORDER BY seq LIMIT {} OFFSET {}",
             limit.min(i64::MAX as u64),
             offset.min(i64::MAX as u64)
@@ -885,9 +920,8 @@ impl Store for SqliteStore {
     }
 
     fn users(&self) -> Result<Vec<String>, StoreError> {
-        let mut stmt = self
-            .conn
-            .prepare("SELECT DISTINCT user_id FROM turns ORDER BY user_id")?;
+        let conn = self.conn();
+        let mut stmt = conn.prepare("SELECT DISTINCT user_id FROM turns ORDER BY user_id")?;
         let users = stmt
             .query_map([], |r| r.get::<_, String>(0))?
             .collect::<Result<Vec<_>, _>>()?;
@@ -895,7 +929,7 @@ impl Store for SqliteStore {
     }
 
     fn add_api_key(&mut self, key: &ApiKeyRecord) -> Result<(), StoreError> {
-        self.conn.execute(
+        self.conn_mut().execute(
             "INSERT INTO api_keys (id, key_hash, user_id, admin, created) VALUES (?1, ?2, ?3, ?4, ?5)",
             params![
                 key.id,
@@ -909,7 +943,8 @@ impl Store for SqliteStore {
     }
 
     fn api_keys(&self) -> Result<Vec<ApiKeyRecord>, StoreError> {
-        let mut stmt = self.conn.prepare(
+        let conn = self.conn();
+        let mut stmt = conn.prepare(
             "SELECT id, key_hash, user_id, admin, created FROM api_keys ORDER BY created",
         )?;
         let rows = stmt
@@ -943,7 +978,8 @@ impl Store for SqliteStore {
         limit: usize,
         retry_failed: bool,
     ) -> Result<Vec<SegmentId>, StoreError> {
-        cards::queued(&self.conn, limit, retry_failed)
+        let conn = self.conn();
+        cards::queued(&conn, limit, retry_failed)
     }
 
     fn claim(
@@ -953,14 +989,14 @@ impl Store for SqliteStore {
         retry_failed: bool,
         lease: std::time::Duration,
     ) -> Result<Vec<SegmentId>, StoreError> {
-        let tx = self.conn.transaction()?;
+        let tx = self.conn_mut().transaction()?;
         let claimed = cards::claim(&tx, ids, limit, retry_failed, lease)?;
         tx.commit()?;
         Ok(claimed)
     }
 
     fn release(&mut self, segment: &SegmentId) -> Result<(), StoreError> {
-        self.conn.execute(
+        self.conn_mut().execute(
             "UPDATE consolidation SET claimed_until = NULL WHERE segment_id = ?1",
             [&segment.0],
         )?;
@@ -981,7 +1017,8 @@ impl Store for SqliteStore {
     }
 
     fn cards_generation(&self, user_id: &str) -> Result<(u64, i64), StoreError> {
-        Ok(self.conn.query_row(
+        let conn = self.conn();
+        Ok(conn.query_row(
             "SELECT COUNT(*), COALESCE(MAX(seq), 0) FROM cards WHERE user_id = ?1",
             [user_id],
             |r| Ok((r.get::<_, i64>(0)? as u64, r.get(1)?)),
@@ -989,14 +1026,14 @@ impl Store for SqliteStore {
     }
 
     fn commit_cards(&mut self, batch: CardBatch) -> Result<(), StoreError> {
-        let tx = self.conn.transaction()?;
+        let tx = self.conn_mut().transaction()?;
         cards::commit(&tx, &batch)?;
         tx.commit()?;
         Ok(())
     }
 
     fn append_cards(&mut self, cards: &[Card], vectors: &[CardVectors]) -> Result<(), StoreError> {
-        let tx = self.conn.transaction()?;
+        let tx = self.conn_mut().transaction()?;
         cards::insert(&tx, cards)?;
         cards::put_vectors(&tx, vectors)?;
         tx.commit()?;
@@ -1004,11 +1041,12 @@ impl Store for SqliteStore {
     }
 
     fn cards_superseding(&self, id: &CardId) -> Result<Vec<CardId>, StoreError> {
-        cards::superseding(&self.conn, id)
+        let conn = self.conn();
+        cards::superseding(&conn, id)
     }
 
     fn delete_cards(&mut self, ids: &[CardId]) -> Result<u64, StoreError> {
-        let tx = self.conn.transaction()?;
+        let tx = self.conn_mut().transaction()?;
         let mut removed = 0;
         {
             let mut stmt = tx.prepare_cached("DELETE FROM cards WHERE id = ?1")?;
@@ -1017,22 +1055,24 @@ impl Store for SqliteStore {
             }
         }
         tx.commit()?;
-        self.checkpoint()?;
+        Self::checkpoint(self.conn_mut())?;
         Ok(removed)
     }
 
     fn mark_failed(&mut self, segment: &SegmentId, reason: &str) -> Result<(), StoreError> {
-        cards::mark_failed(&self.conn, segment, reason)
+        cards::mark_failed(self.conn_mut(), segment, reason)
     }
 
     fn cards(&self, filter: &ScopeFilter, current_only: bool) -> Result<Vec<Card>, StoreError> {
-        cards::of_scope(&self.conn, filter, current_only)
+        let conn = self.conn();
+        cards::of_scope(&conn, filter, current_only)
     }
 
     fn cards_by_id(&self, ids: &[CardId]) -> Result<Vec<Card>, StoreError> {
+        let conn = self.conn();
         let keys: Vec<String> = ids.iter().map(|c| c.0.clone()).collect();
         let found = Self::in_chunks(&keys, |marks, chunk| {
-            cards::load(&self.conn, &format!("c.id IN ({marks})"), chunk)
+            cards::load(&conn, &format!("c.id IN ({marks})"), chunk)
         })?;
         let mut by_id: HashMap<CardId, Card> =
             found.into_iter().map(|c| (c.id.clone(), c)).collect();
@@ -1044,7 +1084,8 @@ impl Store for SqliteStore {
         filter: &ScopeFilter,
         lookup: &CardLookup,
     ) -> Result<Vec<CardId>, StoreError> {
-        cards::lookup(&self.conn, filter, lookup)
+        let conn = self.conn();
+        cards::lookup(&conn, filter, lookup)
     }
 
     fn card_vectors(
@@ -1052,9 +1093,10 @@ impl Store for SqliteStore {
         model: &str,
         ids: &[CardId],
     ) -> Result<HashMap<CardId, Vec<StoredChunk>>, StoreError> {
+        let conn = self.conn();
         let keys: Vec<String> = ids.iter().map(|c| c.0.clone()).collect();
         let rows = Self::in_chunks(&keys, |marks, chunk| {
-            let mut stmt = self.conn.prepare(&format!(
+            let mut stmt = conn.prepare(&format!(
                 "SELECT card_id, chunks FROM card_vectors WHERE model = ? AND card_id IN ({marks})"
             ))?;
             let args = std::iter::once(model.to_string()).chain(chunk.iter().cloned());
@@ -1071,18 +1113,19 @@ impl Store for SqliteStore {
     }
 
     fn put_card_vectors(&mut self, vectors: &[CardVectors]) -> Result<(), StoreError> {
-        let tx = self.conn.transaction()?;
+        let tx = self.conn_mut().transaction()?;
         cards::put_vectors(&tx, vectors)?;
         tx.commit()?;
         Ok(())
     }
 
     fn record_llm_calls(&mut self, calls: &[LlmCall]) -> Result<(), StoreError> {
-        accounting::record(&mut self.conn, calls)
+        accounting::record(self.conn_mut(), calls)
     }
 
     fn llm_usage(&self) -> Result<Vec<LlmUsage>, StoreError> {
-        accounting::usage(&self.conn)
+        let conn = self.conn();
+        accounting::usage(&conn)
     }
 
     fn encoder_state(
@@ -1090,22 +1133,24 @@ impl Store for SqliteStore {
         scope: &Scope,
         conversation: &str,
     ) -> Result<Option<serde_json::Value>, StoreError> {
-        cards::encoder_state(&self.conn, scope, conversation)
+        let conn = self.conn();
+        cards::encoder_state(&conn, scope, conversation)
     }
 
     fn stats(&self) -> Result<StoreStats, StoreError> {
+        let conn = self.conn();
         let count = |sql: &str| -> Result<u64, StoreError> {
-            Ok(self.conn.query_row(sql, [], |r| r.get::<_, i64>(0))? as u64)
+            Ok(conn.query_row(sql, [], |r| r.get::<_, i64>(0))? as u64)
         };
         let mut open_turns = 0;
-        let mut stmt = self.conn.prepare("SELECT state FROM open_segments")?;
+        let mut stmt = conn.prepare("SELECT state FROM open_segments")?;
         for state in stmt.query_map([], |r| r.get::<_, String>(0))? {
             let state: OpenSegment = serde_json::from_str(&state?)
                 .map_err(|e| StoreError::Corrupt(format!("open segment state: {e}")))?;
             open_turns += state.turn_ids().len() as u64;
         }
         let mut embedded_chunks = 0u64;
-        let mut stmt = self.conn.prepare("SELECT chunks FROM embeddings")?;
+        let mut stmt = conn.prepare("SELECT chunks FROM embeddings")?;
         for blob in stmt.query_map([], |r| r.get::<_, Vec<u8>>(0))? {
             embedded_chunks += codec::decode(&blob?)?.len() as u64;
         }
@@ -1136,19 +1181,21 @@ impl Store for SqliteStore {
     }
 
     fn check_integrity(&self) -> Result<(), StoreError> {
-        let result: String = self
-            .conn
-            .query_row("PRAGMA integrity_check", [], |r| r.get(0))?;
-        if result != "ok" {
-            return Err(StoreError::Integrity(result));
-        }
-        let count = |sql: &str| -> Result<i64, StoreError> {
-            Ok(self.conn.query_row(sql, [], |r| r.get(0))?)
+        let (dangling, empty) = {
+            let conn = self.conn();
+            let result: String = conn.query_row("PRAGMA integrity_check", [], |r| r.get(0))?;
+            if result != "ok" {
+                return Err(StoreError::Integrity(result));
+            }
+            let count = |sql: &str| -> Result<i64, StoreError> {
+                Ok(conn.query_row(sql, [], |r| r.get(0))?)
+            };
+            (
+                count(crate::DANGLING_LINKS_SQL)?,
+                count(crate::EMPTY_SEGMENTS_SQL)?,
+            )
         };
-        crate::check_segmentation(
-            count(crate::DANGLING_LINKS_SQL)?,
-            count(crate::EMPTY_SEGMENTS_SQL)?,
-            &self.stats()?,
-        )
+        // `stats` takes the connection itself.
+        crate::check_segmentation(dangling, empty, &self.stats()?)
     }
 }

@@ -23,7 +23,12 @@ pub(crate) fn export(
     after: &Cursor,
     limit: usize,
 ) -> Result<Vec<Row>, StoreError> {
-    let conn = &store.conn;
+    if table == Table::ApiKeys {
+        // Before the connection is taken: `api_keys` takes it itself.
+        return Ok(store.api_keys()?.into_iter().map(Row::ApiKey).collect());
+    }
+    let guard = store.conn();
+    let conn = &*guard;
     let limit = sql_limit(limit);
     match table {
         Table::Turns => {
@@ -32,6 +37,9 @@ pub(crate) fn export(
             let keys: Vec<(String, String)> = stmt
                 .query_map(params![after.seq(), limit], |r| Ok((r.get(0)?, r.get(1)?)))?
                 .collect::<Result<_, _>>()?;
+            // These read through `store`, which takes the connection itself.
+            drop(stmt);
+            drop(guard);
             crate::transfer::turn_rows(store, keys)
         }
         Table::Segments => {
@@ -58,6 +66,9 @@ pub(crate) fn export(
                     ))
                 })?
                 .collect::<Result<_, _>>()?;
+            // These read through `store`, which takes the connection itself.
+            drop(stmt);
+            drop(guard);
             crate::transfer::segment_rows(store, meta)
         }
         Table::OpenSegments => {
@@ -147,6 +158,9 @@ pub(crate) fn export(
                     chunks: codec::decode(&chunks)?,
                 });
             }
+            // These read through `store`, which takes the connection itself.
+            drop(stmt);
+            drop(guard);
             crate::transfer::card_rows(store, keys, vectors)
         }
         Table::EncoderStates => {
@@ -226,12 +240,12 @@ pub(crate) fn export(
                 )
                 .collect()
         }
-        Table::ApiKeys => Ok(store.api_keys()?.into_iter().map(Row::ApiKey).collect()),
+        Table::ApiKeys => Ok(Vec::new()), // answered above
     }
 }
 
 pub(crate) fn import(store: &mut SqliteStore, rows: &[Row]) -> Result<(), StoreError> {
-    let tx = store.conn.transaction()?;
+    let tx = store.conn_mut().transaction()?;
     let (batch, queues) = crate::transfer::ingest_part(rows);
     write_batch(&tx, &batch)?;
     for (segment, q) in queues {

@@ -16,8 +16,9 @@ pub(crate) mod migrate;
 mod search;
 mod transfer;
 
-use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
+use std::ops::{Deref, DerefMut};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use aril_core::{
     Card, CardId, CloseReason, NewTurn, Role, Scope, ScopeFilter, Segment, SegmentId, Turn, TurnId,
@@ -45,11 +46,32 @@ macro_rules! texts {
 
 /// The PostgreSQL implementation of [`Store`].
 pub struct PgStore {
-    /// One connection; the trait's readers take `&self`, and a store is used by one thread at a
-    /// time (`Store: Send`, not `Sync`). `None` only while being dropped.
-    client: RefCell<Option<Client>>,
+    /// One connection, behind a mutex so the store is `Sync`: readers on several threads take
+    /// turns on it for the length of one call (a call never takes it twice). `None` only while
+    /// being dropped.
+    client: Mutex<Option<Client>>,
     /// The URL without its password, for messages.
     shown: String,
+}
+
+/// The store's connection while one call holds it.
+pub(super) struct Conn<'a>(MutexGuard<'a, Option<Client>>);
+
+impl Deref for Conn<'_> {
+    type Target = Client;
+    fn deref(&self) -> &Client {
+        self.0
+            .as_ref()
+            .expect("the connection is only taken when the store is dropped")
+    }
+}
+
+impl DerefMut for Conn<'_> {
+    fn deref_mut(&mut self) -> &mut Client {
+        self.0
+            .as_mut()
+            .expect("the connection is only taken when the store is dropped")
+    }
 }
 
 /// A URL as it may be shown: without a password.
@@ -93,7 +115,7 @@ impl PgStore {
         let mut client = connect(url)?;
         migrate::check(&mut client, &redact(url))?;
         Ok(Self {
-            client: RefCell::new(Some(client)),
+            client: Mutex::new(Some(client)),
             shown: redact(url),
         })
     }
@@ -105,12 +127,11 @@ impl PgStore {
         migrate::apply(&mut client, &redact(url))
     }
 
-    /// The connection.
-    pub(super) fn conn(&self) -> std::cell::RefMut<'_, Client> {
-        std::cell::RefMut::map(self.client.borrow_mut(), |c| {
-            c.as_mut()
-                .expect("the connection is only taken when the store is dropped")
-        })
+    /// The connection, for one call. A call that panicked mid-transaction left it to the
+    /// `postgres` client, which rolls back an unfinished transaction when it is dropped, so a
+    /// poisoned lock is taken over.
+    pub(super) fn conn(&self) -> Conn<'_> {
+        Conn(self.client.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
     /// The URL this store is connected to, without a password.
@@ -142,7 +163,11 @@ impl Drop for PgStore {
     /// The sync client closes its connection by blocking on its own runtime, which panics inside
     /// an async context (a server dropping its engine): it is closed on a thread of its own.
     fn drop(&mut self) {
-        if let Some(client) = self.client.get_mut().take() {
+        let client = self
+            .client
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(client) = client.take() {
             let _ = std::thread::spawn(move || drop(client)).join();
         }
     }
