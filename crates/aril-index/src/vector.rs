@@ -1,7 +1,8 @@
 //! Exact nearest-neighbour search over chunk vectors. A unit's score is the best cosine of any of
 //! its chunks, so a long unit is found by whichever part matches.
 
-use std::collections::HashMap;
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, HashMap};
 
 use aril_core::ScopeFilter;
 use aril_store::{UnitKind, UnitVectors};
@@ -15,10 +16,28 @@ pub trait VectorSearch {
     -> Vec<Hit>;
 }
 
+/// One user's units, and where each id sits among them.
+#[derive(Default)]
+struct UserVectors {
+    units: Vec<UnitVectors>,
+    by_id: HashMap<String, usize>,
+}
+
+impl UserVectors {
+    fn push(&mut self, unit: UnitVectors) {
+        self.by_id.insert(unit.id.clone(), self.units.len());
+        self.units.push(unit);
+    }
+
+    fn get(&self, id: &str) -> Option<&UnitVectors> {
+        self.by_id.get(id).map(|&i| &self.units[i])
+    }
+}
+
 /// All chunk vectors of the users loaded so far, in memory.
 #[derive(Default)]
 pub struct VectorIndex {
-    by_user: HashMap<String, Vec<UnitVectors>>,
+    by_user: HashMap<String, UserVectors>,
 }
 
 impl VectorIndex {
@@ -28,29 +47,31 @@ impl VectorIndex {
 
     /// Replaces what is held for a user (after loading it from the store).
     pub fn load_user(&mut self, user_id: &str, units: Vec<UnitVectors>) {
-        self.by_user.insert(user_id.to_string(), units);
+        let mut held = UserVectors::default();
+        units.into_iter().for_each(|u| held.push(u));
+        self.by_user.insert(user_id.to_string(), held);
     }
 
     /// Adds units of users already loaded; units of users not loaded are left for their load.
     pub fn add(&mut self, units: Vec<UnitVectors>) {
         for u in units {
-            if let Some(list) = self.by_user.get_mut(&u.scope.user_id) {
-                list.push(u);
+            if let Some(held) = self.by_user.get_mut(&u.scope.user_id) {
+                held.push(u);
             }
         }
     }
 
     /// The best cosine between any chunk of unit `a` and any chunk of unit `b` (both held for
-    /// some user); 0 when either is not held.
+    /// some user); 0 when either is not held. One lookup per user held, no scan of units.
     pub fn similarity(&self, a: &str, b: &str) -> f32 {
-        let find = |id: &str| self.by_user.values().flatten().find(|u| u.id == id);
+        let find = |id: &str| self.by_user.values().find_map(|held| held.get(id));
         let (Some(a), Some(b)) = (find(a), find(b)) else {
             return 0.0;
         };
         let mut best = 0.0f32;
         for x in &a.chunks {
             for y in &b.chunks {
-                best = best.max(x.vector.iter().zip(&y.vector).map(|(p, q)| p * q).sum());
+                best = best.max(dot(&x.vector, &y.vector));
             }
         }
         best
@@ -62,7 +83,43 @@ impl VectorIndex {
     }
 }
 
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(p, q)| p * q).sum()
+}
+
+/// A scored unit while the best `k` are chosen: ordered best first (higher score, then smaller
+/// id), so the heap's greatest is the worst kept.
+struct Scored<'a> {
+    score: f32,
+    unit: &'a UnitVectors,
+}
+
+impl Ord for Scored<'_> {
+    fn cmp(&self, other: &Self) -> Ordering {
+        other
+            .score
+            .total_cmp(&self.score)
+            .then_with(|| self.unit.id.cmp(&other.unit.id))
+    }
+}
+
+impl PartialOrd for Scored<'_> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for Scored<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Scored<'_> {}
+
 impl VectorSearch for VectorIndex {
+    /// One pass over the user's chunks keeping the best `k` in a heap: nothing is cloned or
+    /// sorted but the `k` returned.
     fn search(
         &self,
         filter: &ScopeFilter,
@@ -70,25 +127,39 @@ impl VectorSearch for VectorIndex {
         k: usize,
         kinds: &[UnitKind],
     ) -> Vec<Hit> {
-        let Some(units) = self.by_user.get(&filter.user_id) else {
+        let Some(held) = self.by_user.get(&filter.user_id) else {
             return Vec::new();
         };
-        let mut hits: Vec<Hit> = units
+        if k == 0 {
+            return Vec::new();
+        }
+        let mut best: BinaryHeap<Scored<'_>> = BinaryHeap::with_capacity(k + 1);
+        for unit in held
+            .units
             .iter()
             .filter(|u| kinds.contains(&u.kind) && filter.admits(&u.scope))
-            .map(|u| Hit {
-                kind: u.kind,
-                id: u.id.clone(),
-                score: u
-                    .chunks
-                    .iter()
-                    .map(|c| c.vector.iter().zip(query).map(|(a, b)| a * b).sum::<f32>())
-                    .fold(f32::MIN, f32::max),
+        {
+            let score = unit
+                .chunks
+                .iter()
+                .map(|c| dot(&c.vector, query))
+                .fold(f32::MIN, f32::max);
+            let candidate = Scored { score, unit };
+            if best.len() < k {
+                best.push(candidate);
+            } else if best.peek().is_some_and(|worst| candidate < *worst) {
+                best.pop();
+                best.push(candidate);
+            }
+        }
+        best.into_sorted_vec()
+            .into_iter()
+            .map(|s| Hit {
+                kind: s.unit.kind,
+                id: s.unit.id.clone(),
+                score: s.score,
             })
-            .collect();
-        hits.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.id.cmp(&b.id)));
-        hits.truncate(k);
-        hits
+            .collect()
     }
 }
 
@@ -135,5 +206,43 @@ mod tests {
             idx.search(&ScopeFilter::user("v"), &[1.0, 0.0], 5, &[UnitKind::Turn])
                 .is_empty()
         );
+    }
+
+    /// The heap keeps what a full sort by score (then id) keeps, ties included, at every k.
+    #[test]
+    fn the_best_k_are_those_a_full_sort_ranks_first() {
+        let mut units = Vec::new();
+        for n in 0..40u32 {
+            // Several units share each angle, so equal scores are common and ids break the ties.
+            let angle = (n * 7 % 11) as f32 * 0.13;
+            let id = format!("t{:02}", (n * 13) % 40);
+            units.push(unit(&id, "u", &[[angle.cos(), angle.sin()], [0.0, -1.0]]));
+        }
+        let mut idx = VectorIndex::default();
+        idx.load_user("u", units);
+        let query = [0.8f32, 0.6];
+        let everything = idx.search(&ScopeFilter::user("u"), &query, 1000, &[UnitKind::Turn]);
+        assert_eq!(everything.len(), 40);
+        let mut sorted = everything.clone();
+        sorted.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.id.cmp(&b.id)));
+        assert_eq!(
+            everything, sorted,
+            "a search returns best first, ties by id"
+        );
+        for k in [0, 1, 2, 5, 17, 39, 40] {
+            let top = idx.search(&ScopeFilter::user("u"), &query, k, &[UnitKind::Turn]);
+            assert_eq!(top, sorted[..k], "k = {k}");
+        }
+    }
+
+    #[test]
+    fn similarity_is_the_best_chunk_pair_of_two_held_units() {
+        let mut idx = VectorIndex::default();
+        idx.load_user("u", vec![unit("a", "u", &[[1.0, 0.0], [0.0, 1.0]])]);
+        idx.load_user("v", vec![unit("b", "v", &[[0.6, 0.8]])]);
+        assert!((idx.similarity("a", "b") - 0.8).abs() < 1e-6);
+        assert_eq!(idx.similarity("a", "missing"), 0.0);
+        idx.evict("v");
+        assert_eq!(idx.similarity("a", "b"), 0.0);
     }
 }
