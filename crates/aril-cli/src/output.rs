@@ -4,7 +4,7 @@ use aril_engine::{Engine, SearchRequest};
 
 use crate::args::{SearchCmd, SegmentsCmd, StatsCmd};
 
-pub fn search(mut engine: Engine, cmd: &SearchCmd) -> anyhow::Result<()> {
+pub fn search(engine: Engine, cmd: &SearchCmd) -> anyhow::Result<()> {
     let request = SearchRequest {
         filter: cmd.scope.filter()?,
         query: cmd.query.clone(),

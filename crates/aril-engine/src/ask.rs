@@ -167,11 +167,11 @@ impl Engine {
     /// The user profile of a scope, derived from its current cards (superseded ones left out), so
     /// it is refreshed whenever cards arrive: the preference cards, and the stable traits — fact
     /// cards drawn from something a user said (not an assistant or a tool). Each list newest first.
-    pub fn profile(&mut self, filter: &ScopeFilter) -> Result<Profile, EngineError> {
+    pub fn profile(&self, filter: &ScopeFilter) -> Result<Profile, EngineError> {
         let index = self.card_index(&filter.user_id)?;
         let mut preferences = Vec::new();
         let mut facts = Vec::new();
-        for card in index.cards.values().filter(|c| filter.admits(&c.scope)) {
+        for card in index.cards().values().filter(|c| filter.admits(&c.scope)) {
             match card.kind {
                 CardKind::Preference => preferences.push(card.clone()),
                 CardKind::Fact => facts.push(card.clone()),
@@ -211,7 +211,7 @@ impl Engine {
 
     /// Reorders the head of a path's list by the cross-encoder's scores for the path's query.
     fn rerank_path(
-        &mut self,
+        &self,
         filter: &ScopeFilter,
         query: &str,
         list: &mut [Unit],
@@ -232,7 +232,7 @@ impl Engine {
         let texts: Vec<String> = list[..head]
             .iter()
             .map(|u| match u {
-                Unit::Card(id) => index.cards.get(id).map(|c| c.text.clone()),
+                Unit::Card(id) => index.cards().get(id).map(|c| c.text.clone()),
                 Unit::Turn(id) => turns.get(id).map(|t| t.rendered()),
             })
             .map(Option::unwrap_or_default)
@@ -301,7 +301,7 @@ impl Engine {
         let index = self.card_index(&filter.user_id)?;
         let near = |a: &Unit, b: &Unit| match (a, b) {
             (Unit::Card(x), Unit::Card(y)) => {
-                let same_text = match (index.cards.get(x), index.cards.get(y)) {
+                let same_text = match (index.cards().get(x), index.cards().get(y)) {
                     (Some(p), Some(q)) => p.text.trim().eq_ignore_ascii_case(q.text.trim()),
                     _ => false,
                 };
@@ -329,7 +329,7 @@ impl Engine {
 
     /// The ablation without fusion: the first path's dense card list alone.
     fn recall_single_list(
-        &mut self,
+        &self,
         request: &AskRequest,
         plan: Plan,
         plan_note: Option<String>,
@@ -372,7 +372,7 @@ impl Engine {
 
     /// Packs the chosen units into at most `k` items within `budget` tokens and renders them.
     fn pack(
-        &mut self,
+        &self,
         filter: &ScopeFilter,
         c: Chosen,
         k: usize,
@@ -383,7 +383,7 @@ impl Engine {
             .chosen
             .iter()
             .filter_map(|u| match u {
-                Unit::Card(id) => index.cards.get(id).map(|c| (id.clone(), c.clone())),
+                Unit::Card(id) => index.cards().get(id).map(|c| (id.clone(), c.clone())),
                 Unit::Turn(_) => None,
             })
             .collect();
@@ -531,7 +531,7 @@ impl Engine {
 
     /// The ranked lists of one path.
     fn path_lists(
-        &mut self,
+        &self,
         filter: &ScopeFilter,
         path: &PlanPath,
         per_list: usize,
@@ -587,7 +587,7 @@ impl Engine {
                 lexical_query.push_str(extra);
             }
             let index = self.card_index(&filter.user_id)?;
-            let current = |id: &CardId| index.cards.contains_key(id);
+            let current = |id: &CardId| index.cards().contains_key(id);
             let as_list = |ids: Vec<CardId>| -> RankedList {
                 ids.into_iter()
                     .filter(|id| current(id))
@@ -606,7 +606,7 @@ impl Engine {
                 .iter()
                 .filter(|id| {
                     index
-                        .cards
+                        .cards()
                         .get(*id)
                         .is_some_and(|c| c.kind == CardKind::Preference)
                 })

@@ -1,5 +1,6 @@
 //! A user's current cards, searchable: dense over the cards' vectors (stored with the cards; a
-//! card without one is embedded here and the vector stored), BM25 over their text, entities and
+//! card without one, from an older aril, is embedded here and its vector held with the index:
+//! building the index is part of a read, and readers do not write), BM25 over their text, entities and
 //! topics. With an embedded store both searches run over indexes held here (vectors in memory, a
 //! memory-held tantivy index); a store that searches itself (PostgreSQL) answers them, and only
 //! the cards and their vectors (for near-duplicate checks) are held here. Built on first use and
@@ -8,6 +9,7 @@
 //! Superseded cards are left out: recall shows what holds now.
 
 use std::collections::HashMap;
+use std::sync::{Arc, PoisonError};
 
 use aril_core::{Card, CardId, ScopeFilter};
 use aril_index::{Hit, LexicalIndex, VectorIndex, VectorSearch, Watermark};
@@ -28,12 +30,16 @@ pub(crate) struct CardIndex {
 
 /// A user's card index with the store's search beside it, for one query.
 pub(crate) struct CardsView<'a> {
-    pub cards: &'a HashMap<CardId, Card>,
-    index: &'a CardIndex,
+    index: Arc<CardIndex>,
     search: Option<&'a dyn StoreSearch>,
 }
 
 impl CardsView<'_> {
+    /// The user's current cards.
+    pub fn cards(&self) -> &HashMap<CardId, Card> {
+        &self.index.cards
+    }
+
     pub fn dense(
         &self,
         filter: &ScopeFilter,
@@ -72,19 +78,29 @@ impl CardsView<'_> {
 
 impl Engine {
     /// The card index of a user, built when absent or stale.
-    pub(crate) fn card_index(&mut self, user_id: &str) -> Result<CardsView<'_>, EngineError> {
+    /// Built outside the lock (other users' recalls go on); of two readers building the same
+    /// user's index at once, both build and the later one's is kept.
+    pub(crate) fn card_index(&self, user_id: &str) -> Result<CardsView<'_>, EngineError> {
         let generation = self.store.cards_generation(user_id)?;
-        let fresh = self
+        let held = self
             .card_indexes
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
             .get(user_id)
-            .is_some_and(|i| i.generation == generation);
-        if !fresh {
-            let index = self.build_card_index(user_id, generation)?;
-            self.card_indexes.insert(user_id.to_string(), index);
-        }
-        let index = &self.card_indexes[user_id];
+            .filter(|i| i.generation == generation)
+            .cloned();
+        let index = match held {
+            Some(index) => index,
+            None => {
+                let index = Arc::new(self.build_card_index(user_id, generation)?);
+                self.card_indexes
+                    .write()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(user_id.to_string(), index.clone());
+                index
+            }
+        };
         Ok(CardsView {
-            cards: &index.cards,
             index,
             search: self.store.search(),
         })
@@ -92,11 +108,14 @@ impl Engine {
 
     /// Forgets the card index of a user (its cards changed).
     pub(crate) fn drop_card_index(&mut self, user_id: &str) {
-        self.card_indexes.remove(user_id);
+        self.card_indexes
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(user_id);
     }
 
     fn build_card_index(
-        &mut self,
+        &self,
         user_id: &str,
         generation: (u64, i64),
     ) -> Result<CardIndex, EngineError> {
@@ -111,7 +130,6 @@ impl Engine {
         if !missing.is_empty() {
             let missing: Vec<Card> = missing.into_iter().cloned().collect();
             let fresh = self.card_vectors(&missing)?;
-            self.store.put_card_vectors(&fresh)?;
             stored.extend(fresh.into_iter().map(|v| (v.card, v.chunks)));
         }
         let mut vectors = VectorIndex::default();

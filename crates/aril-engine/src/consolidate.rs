@@ -291,7 +291,7 @@ impl Engine {
 
     /// The vectors of new cards under the engine's embedder.
     pub(crate) fn card_vectors(
-        &mut self,
+        &self,
         cards: &[aril_core::Card],
     ) -> Result<Vec<CardVectors>, EngineError> {
         if cards.is_empty() {

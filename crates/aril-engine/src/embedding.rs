@@ -40,7 +40,7 @@ impl Engine {
     /// which the caller commits with the rest of its batch. `pending` holds entries made earlier in
     /// the same batch, not committed yet.
     pub(crate) fn embed_cached(
-        &mut self,
+        &self,
         texts: &[String],
         pending: &[Embedding],
     ) -> Result<(Vec<Embedding>, Vec<Embedding>), EngineError> {

@@ -56,6 +56,20 @@ pub struct IngestReport {
 
 type ConversationKey = (String, String);
 
+/// Embeddings made for turns ahead of their write ([`Engine::prepare`]), by a reader: a server
+/// embeds a request's turns beside other requests and holds the engine alone only to commit them.
+#[derive(Debug, Clone, Default)]
+pub struct Prepared {
+    embeddings: Vec<Embedding>,
+}
+
+impl Prepared {
+    /// How many texts were embedded ahead (those the cache lacked).
+    pub fn embedded(&self) -> usize {
+        self.embeddings.len()
+    }
+}
+
 /// Tries of one batch when other writers keep advancing its open segment first.
 const MAX_ATTEMPTS: usize = 50;
 /// Turns whose texts are embedded in one pass ahead of their commit batches.
@@ -67,6 +81,36 @@ impl Engine {
     pub fn ingest(
         &mut self,
         turns: Vec<NewTurn>,
+        options: &IngestOptions,
+        progress: &mut dyn FnMut(Progress),
+        cancel: &AtomicBool,
+    ) -> Result<IngestReport, EngineError> {
+        self.ingest_prepared(turns, &Prepared::default(), options, progress, cancel)
+    }
+
+    /// Embeds, through the cache, what [`Engine::ingest_prepared`] would embed for `turns`,
+    /// without writing anything: the model's work, done beside other readers. Invalid input is
+    /// rejected here as it would be by the ingest.
+    pub fn prepare(&self, turns: &[NewTurn]) -> Result<Prepared, EngineError> {
+        for t in turns {
+            t.validate()?;
+        }
+        let texts: Vec<String> = turns
+            .iter()
+            .filter(|t| self.is_dense(t.role))
+            .map(NewTurn::rendered)
+            .collect();
+        Ok(Prepared {
+            embeddings: self.embed_cached(&texts, &[])?.1,
+        })
+    }
+
+    /// [`Engine::ingest`] with embeddings made ahead by [`Engine::prepare`]: texts they hold are
+    /// not embedded again, and each is committed with the first batch that uses it.
+    pub fn ingest_prepared(
+        &mut self,
+        turns: Vec<NewTurn>,
+        ahead: &Prepared,
         options: &IngestOptions,
         progress: &mut dyn FnMut(Progress),
         cancel: &AtomicBool,
@@ -138,7 +182,7 @@ impl Engine {
                 let per_pool = (EMBED_POOL / batch).max(1);
                 if b.is_multiple_of(per_pool) {
                     let end = ((b + per_pool) * batch).min(group.len());
-                    prepared = self.prepare_embeddings(&group[b * batch..end])?;
+                    prepared = self.prepare_embeddings(&group[b * batch..end], ahead)?;
                 }
                 let last = b + 1 == n_batches;
                 let step = self.commit_batch(
@@ -218,17 +262,20 @@ impl Engine {
     }
 
     /// The cache entries a run of turns lacks, embedded in one pass (not committed: each batch
-    /// commits those it uses).
+    /// commits those it uses), with those made `ahead` of the ingest.
     fn prepare_embeddings(
-        &mut self,
+        &self,
         turns: &[(TurnId, NewTurn)],
+        ahead: &Prepared,
     ) -> Result<Vec<Embedding>, EngineError> {
         let texts: Vec<String> = turns
             .iter()
             .filter(|(_, t)| self.is_dense(t.role))
             .map(|(_, t)| t.rendered())
             .collect();
-        Ok(self.embed_cached(&texts, &[])?.1)
+        let mut pool = self.embed_cached(&texts, &ahead.embeddings)?.1;
+        pool.extend(ahead.embeddings.iter().cloned());
+        Ok(pool)
     }
 
     /// Embeds, segments and commits one batch of one conversation's new turns, with the memory

@@ -27,8 +27,9 @@ mod metered;
 mod search;
 mod transfer;
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use aril_embed::{Embedder, MiniLm};
 use aril_index::{LexicalIndex, VectorIndex};
@@ -59,7 +60,7 @@ pub use consolidate::{
 };
 pub use embedding::stored_chunks;
 pub use error::EngineError;
-pub use ingest::{IngestOptions, IngestReport, Progress};
+pub use ingest::{IngestOptions, IngestReport, Prepared, Progress};
 pub use input::{TurnDefaults, TurnIn, parse_time};
 pub use keys::{Grant, KeyRing};
 pub use memory::MemoryView;
@@ -114,13 +115,21 @@ impl StoreAt {
 /// store that searches itself (PostgreSQL) needs none: every process sharing it sees its index.
 struct LocalIndexes {
     lexical: LexicalIndex,
-    vectors: VectorIndex,
+    /// Each user's vectors, loaded by the first search that needs them (a reader), dropped by
+    /// writers that change them.
+    vectors: RwLock<VectorIndex>,
     /// One process owns the directory these live in.
     _lock: lock::DirLock,
 }
 
 /// An open memory: a data directory with its embedded store, or a PostgreSQL store. One process
 /// at a time owns a data directory; any number share a PostgreSQL store.
+///
+/// An engine is `Send + Sync`. Its readers (`search`, `search_sessions`, `profile`, `stats`,
+/// listing and getting memories) take `&self` and run in parallel on as many threads as call
+/// them; the caches they fill (the embedder, a user's vectors, a user's card index) sit behind
+/// locks of their own. Writers take `&mut self`, so a caller sharing an engine serialises them
+/// (e.g. behind an `RwLock`).
 pub struct Engine {
     dir: PathBuf,
     at: StoreAt,
@@ -129,10 +138,11 @@ pub struct Engine {
     /// `Some` exactly when the store does not search itself ([`Store::search`] is `None`).
     local: Option<LocalIndexes>,
     segmenter: Segmenter,
-    embedder: Option<Arc<dyn Embedder>>,
+    /// Loaded on first use; the lock is held while loading, so it happens once.
+    embedder: Mutex<Option<Arc<dyn Embedder>>>,
     /// Per user, built on first recall over cards; rebuilt when the store's cards of the user
     /// change (whoever changed them: [`Store::cards_generation`]).
-    card_indexes: std::collections::HashMap<String, card_index::CardIndex>,
+    card_indexes: RwLock<HashMap<String, Arc<card_index::CardIndex>>>,
     /// The cross-encoder planned recall reorders each path with, when one is configured.
     reranker: Option<Arc<dyn aril_llm::Reranker>>,
 }
@@ -232,7 +242,7 @@ impl Engine {
                     Box::new(store),
                     Some(LocalIndexes {
                         lexical,
-                        vectors: VectorIndex::default(),
+                        vectors: RwLock::default(),
                         _lock: lock,
                     }),
                 )
@@ -247,7 +257,7 @@ impl Engine {
             config,
             store,
             local,
-            embedder,
+            embedder: Mutex::new(embedder),
             card_indexes: Default::default(),
             reranker: None,
         };
@@ -295,8 +305,9 @@ impl Engine {
     }
 
     /// The embedder, loading the model on first use.
-    fn embedder(&mut self) -> Result<Arc<dyn Embedder>, EngineError> {
-        if let Some(e) = &self.embedder {
+    fn embedder(&self) -> Result<Arc<dyn Embedder>, EngineError> {
+        let mut loaded = self.embedder.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(e) = &*loaded {
             return Ok(e.clone());
         }
         let dir = self
@@ -305,13 +316,13 @@ impl Engine {
             .clone()
             .unwrap_or_else(aril_embed::default_model_dir);
         let model: Arc<dyn Embedder> = Arc::new(MiniLm::load(&dir)?);
-        self.embedder = Some(model.clone());
+        *loaded = Some(model.clone());
         Ok(model)
     }
 
     /// Loads the embedding model now if it is not loaded yet; an error says what is missing.
     /// Servers call it to tell readiness without touching the store.
-    pub fn load_model(&mut self) -> Result<(), EngineError> {
+    pub fn load_model(&self) -> Result<(), EngineError> {
         self.embedder().map(|_| ())
     }
 
@@ -365,7 +376,11 @@ impl Engine {
     /// Forgets the in-memory vectors of a user (reloaded from the store on the next query).
     fn evict_vectors(&mut self, user_id: &str) {
         if let Some(local) = &mut self.local {
-            local.vectors.evict(user_id);
+            local
+                .vectors
+                .get_mut()
+                .unwrap_or_else(PoisonError::into_inner)
+                .evict(user_id);
         }
     }
 
@@ -373,10 +388,10 @@ impl Engine {
     /// the store on the next query). Returns the number of units indexed. A store that searches
     /// itself has nothing to rebuild: its units are counted.
     pub fn reindex(&mut self) -> Result<u64, EngineError> {
-        self.card_indexes.clear();
+        self.card_indexes = RwLock::default();
         if let Some(local) = &mut self.local {
             local.lexical.clear()?;
-            local.vectors = VectorIndex::default();
+            local.vectors = RwLock::default();
         }
         self.catch_up_indexes()?;
         Ok(self.lexical_units(&self.store.stats()?))

@@ -17,10 +17,11 @@
 //! tantivy queries, `focus_depth` times deeper.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::PoisonError;
 
 use aril_core::{ScopeFilter, SegmentId, Turn, TurnId, tokens};
 use aril_embed::embed_chunked;
-use aril_index::{Hit, VectorSearch};
+use aril_index::{Hit, VectorIndex, VectorSearch};
 use aril_recall::{pack, rrf_ranked};
 use aril_store::UnitKind;
 use chrono::{DateTime, Utc};
@@ -111,7 +112,7 @@ pub(crate) struct Candidate {
 
 impl Engine {
     /// Recalls the units most relevant to a question inside a scope.
-    pub fn search(&mut self, request: &SearchRequest) -> Result<SearchResponse, EngineError> {
+    pub fn search(&self, request: &SearchRequest) -> Result<SearchResponse, EngineError> {
         let (query, k) = checked(request, self.config.recall.default_k)?;
         let qv = self.embed_query(query)?;
         let candidates = self.hybrid_candidates(&request.filter, query, &qv, request.asked_at)?;
@@ -131,10 +132,7 @@ impl Engine {
     /// question in several turns rises above one that mentions it once. A session with one
     /// dense turn among the searched is not in that list (its turn is the dense turn list's
     /// entry already). `k` and `budget` bound the sessions returned as they bound units.
-    pub fn search_sessions(
-        &mut self,
-        request: &SearchRequest,
-    ) -> Result<SearchResponse, EngineError> {
+    pub fn search_sessions(&self, request: &SearchRequest) -> Result<SearchResponse, EngineError> {
         let (query, k) = checked(request, self.config.recall.default_k)?;
         let qv = self.embed_query(query)?;
         let r = &self.config.recall;
@@ -220,7 +218,7 @@ impl Engine {
     }
 
     /// The question embedded as one unit vector (chunk vectors summed, normalised).
-    pub(crate) fn embed_query(&mut self, query: &str) -> Result<Vec<f32>, EngineError> {
+    pub(crate) fn embed_query(&self, query: &str) -> Result<Vec<f32>, EngineError> {
         let embedder = self.embedder()?;
         let chunked = embed_chunked(embedder.as_ref(), &[query])?;
         let mut qv = vec![0.0f32; embedder.dim()];
@@ -234,7 +232,7 @@ impl Engine {
     /// The ranked lists of the LLM-free recall for `query` (embedded as `qv`, asked at
     /// `asked_at`), fused and resolved to their current turns, best first.
     pub(crate) fn hybrid_candidates(
-        &mut self,
+        &self,
         filter: &ScopeFilter,
         query: &str,
         qv: &[f32],
@@ -251,7 +249,7 @@ impl Engine {
 
     /// [`Engine::hybrid_candidates`] with what the search has read already ([`Prefetched`]).
     fn fused_candidates(
-        &mut self,
+        &self,
         filter: &ScopeFilter,
         query: &str,
         qv: &[f32],
@@ -350,7 +348,7 @@ impl Engine {
     /// turn read to learn them goes into `read`, which [`Engine::resolve`] then need not read
     /// again.
     fn speaker_focus(
-        &mut self,
+        &self,
         filter: &ScopeFilter,
         query: &str,
         candidates: &[&[Hit]],
@@ -386,7 +384,7 @@ impl Engine {
     /// searched again for the question without the date (`focus_depth` times deeper), each
     /// keeping the turns said in that period.
     fn date_focus(
-        &mut self,
+        &self,
         filter: &ScopeFilter,
         query: &str,
         asked_at: Option<DateTime<Utc>>,
@@ -405,7 +403,7 @@ impl Engine {
     /// The dense, BM25 and window turn lists for `asked`, searched `focus_depth` times deeper
     /// than `candidates`, each keeping the turns `keep` admits. The turns read go into `read`.
     fn restricted_lists(
-        &mut self,
+        &self,
         filter: &ScopeFilter,
         asked: &str,
         read: &mut TurnsById,
@@ -457,21 +455,36 @@ impl Engine {
     /// The `k` turns or segments nearest `qv` inside the filter: the store's search when it has
     /// one, else the user's vectors held in memory (loaded from the store on first use).
     pub(crate) fn dense_hits(
-        &mut self,
+        &self,
         filter: &ScopeFilter,
         qv: &[f32],
         k: usize,
         kind: UnitKind,
     ) -> Result<Vec<Hit>, EngineError> {
         let embedder = self.embedder()?;
-        match (self.store.search(), &mut self.local) {
+        match (self.store.search(), &self.local) {
             (Some(search), _) => Ok(search.dense(embedder.name(), filter, qv, k, kind)?),
             (None, Some(local)) => {
-                if !local.vectors.has_user(&filter.user_id) {
-                    let units = self.store.unit_vectors(embedder.name(), &filter.user_id)?;
-                    local.vectors.load_user(&filter.user_id, units);
+                let read = |vectors: &VectorIndex| {
+                    vectors
+                        .has_user(&filter.user_id)
+                        .then(|| vectors.search(filter, qv, k, &[kind]))
+                };
+                let held = read(&local.vectors.read().unwrap_or_else(PoisonError::into_inner));
+                if let Some(hits) = held {
+                    return Ok(hits);
                 }
-                Ok(local.vectors.search(filter, qv, k, &[kind]))
+                // Read from the store outside the lock, so searches of other users go on; of two
+                // searches loading the same user at once, the second keeps the first's copy.
+                let units = self.store.unit_vectors(embedder.name(), &filter.user_id)?;
+                let mut vectors = local
+                    .vectors
+                    .write()
+                    .unwrap_or_else(PoisonError::into_inner);
+                if !vectors.has_user(&filter.user_id) {
+                    vectors.load_user(&filter.user_id, units);
+                }
+                Ok(vectors.search(filter, qv, k, &[kind]))
             }
             (None, None) => Err(EngineError::NoIndex),
         }

@@ -4,7 +4,6 @@
 
 use std::sync::atomic::AtomicBool;
 
-use aril_index::VectorIndex;
 use aril_store::transfer::{Fingerprint, MoveProgress, MoveReport};
 
 use crate::{Engine, EngineError};
@@ -20,9 +19,9 @@ impl Engine {
     ) -> Result<MoveReport, EngineError> {
         let report =
             aril_store::transfer::copy(&*self.store, &mut *target.store, progress, cancel)?;
-        target.card_indexes.clear();
+        target.card_indexes = std::sync::RwLock::default();
         if let Some(local) = &mut target.local {
-            local.vectors = VectorIndex::default();
+            local.vectors = std::sync::RwLock::default();
         }
         target.catch_up_indexes()?;
         Ok(report)

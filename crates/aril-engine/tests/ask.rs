@@ -314,7 +314,7 @@ fn preference_cards_form_the_profile_and_get_a_list_of_their_own(place: &Place) 
 }
 
 fn facts_the_user_said_are_stable_traits_and_facts_from_the_assistant_are_not(place: &Place) {
-    let (mut engine, _) = engine_with_dog_card(place, "fact", "T1");
+    let (engine, _) = engine_with_dog_card(place, "fact", "T1");
     let profile = engine.profile(&ScopeFilter::user("u")).unwrap();
     assert!(profile.preferences.is_empty(), "{profile:?}");
     assert_eq!(profile.traits.len(), 1, "{profile:?}");
@@ -323,7 +323,7 @@ fn facts_the_user_said_are_stable_traits_and_facts_from_the_assistant_are_not(pl
     drop(engine);
     let other = place.like();
     // T2 is the assistant's "Beagles love long walks…".
-    let (mut engine, _) = engine_with_dog_card(&other, "fact", "T2");
+    let (engine, _) = engine_with_dog_card(&other, "fact", "T2");
     let profile = engine.profile(&ScopeFilter::user("u")).unwrap();
     assert!(profile.traits.is_empty(), "{profile:?}");
 }

@@ -39,6 +39,8 @@ aril_store::conformance!(
     session_search_shows_each_session_once_and_lifts_sessions_that_speak_of_it_in_several_turns,
     a_replaced_version_gives_its_session_no_vote_in_session_search,
     a_turn_said_again_word_for_word_is_recalled_once,
+    readers_on_several_threads_share_one_engine_and_answer_as_one_alone,
+    a_write_embedded_ahead_by_a_reader_runs_no_model_when_it_commits,
 );
 
 fn turn(user: &str, session: &str, n: u32, text: &str) -> NewTurn {
@@ -97,6 +99,178 @@ fn search(engine: &mut Engine, user: &str, query: &str, k: usize) -> aril_engine
             asked_at: None,
         })
         .unwrap()
+}
+
+/// The real embedder, counting the sequences it embeds.
+struct Watched {
+    inner: std::sync::Arc<dyn aril_engine::embed::Embedder>,
+    sequences: std::sync::atomic::AtomicUsize,
+}
+
+impl aril_engine::embed::Embedder for Watched {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn dim(&self) -> usize {
+        self.inner.dim()
+    }
+    fn max_pieces(&self) -> usize {
+        self.inner.max_pieces()
+    }
+    fn tokenize(
+        &self,
+        text: &str,
+    ) -> Result<aril_engine::embed::Pieces, aril_engine::embed::EmbedError> {
+        self.inner.tokenize(text)
+    }
+    fn embed_pieces(
+        &self,
+        seqs: &[&[u32]],
+    ) -> Result<Vec<Vec<f32>>, aril_engine::embed::EmbedError> {
+        self.sequences
+            .fetch_add(seqs.len(), std::sync::atomic::Ordering::SeqCst);
+        self.inner.embed_pieces(seqs)
+    }
+}
+
+/// `prepare` (a reader) embeds a write's turns and stores nothing; the write that commits them
+/// runs the model for none of them, and leaves what a plain ingest leaves: the same turns,
+/// segments and cached embeddings, found by the same search.
+fn a_write_embedded_ahead_by_a_reader_runs_no_model_when_it_commits(place: &Place) {
+    use std::sync::atomic::Ordering;
+    let watched = std::sync::Arc::new(Watched {
+        inner: embedder(),
+        sequences: Default::default(),
+    });
+    let mut engine = place.open_embedding_with(watched.clone());
+    let turns = conversation("u");
+    let prepared = engine.prepare(&turns).unwrap();
+    assert!(prepared.embedded() > 0);
+    let after_prepare = watched.sequences.load(Ordering::SeqCst);
+    assert!(after_prepare > 0);
+    let stats = engine.stats().unwrap();
+    assert_eq!(
+        (stats.store.turns, stats.store.embeddings),
+        (0, 0),
+        "prepare wrote"
+    );
+
+    let report = engine
+        .ingest_prepared(
+            turns.clone(),
+            &prepared,
+            &IngestOptions { flush: true },
+            &mut |_| {},
+            &AtomicBool::new(false),
+        )
+        .unwrap();
+    assert_eq!(report.turns_added, turns.len());
+    assert_eq!(
+        watched.sequences.load(Ordering::SeqCst),
+        after_prepare,
+        "the commit ran the model again"
+    );
+
+    let plain = place.another();
+    let mut alone = plain.open();
+    ingest(&mut alone, turns, true);
+    let (ahead, direct) = (engine.stats().unwrap(), alone.stats().unwrap());
+    assert_eq!(
+        (
+            ahead.store.turns,
+            ahead.store.segments,
+            ahead.store.embeddings
+        ),
+        (
+            direct.store.turns,
+            direct.store.segments,
+            direct.store.embeddings
+        )
+    );
+    let ids = |r: aril_engine::SearchResponse| -> Vec<String> {
+        r.results.into_iter().map(|h| h.id).collect()
+    };
+    assert_eq!(
+        ids(search(&mut engine, "u", "What is the name of my dog?", 3)),
+        ids(search(&mut alone, "u", "What is the name of my dog?", 3))
+    );
+
+    // Bad input is refused before the model runs.
+    let mut bad = conversation("u");
+    bad[0].text = String::new();
+    assert!(engine.prepare(&bad).is_err());
+}
+
+/// The engine is shared by reference between threads: searches, session searches, stats and
+/// listings of several users run at once (the first search of each user loads its vectors, so
+/// loads race too) and answer exactly what each answers alone.
+fn readers_on_several_threads_share_one_engine_and_answer_as_one_alone(place: &Place) {
+    fn shared<T: Send + Sync>(_: &T) {}
+    let mut engine = place.open();
+    for user in ["u", "v", "w"] {
+        ingest(&mut engine, conversation(user), true);
+    }
+    let questions = [
+        ("u", "What is the name of my dog?"),
+        ("v", "Which marathon did I sign up for?"),
+        ("w", "Why does my knee hurt?"),
+        ("u", "How should I train for the race?"),
+    ];
+    let request = |user: &str, query: &str| SearchRequest {
+        filter: ScopeFilter::user(user),
+        query: query.into(),
+        k: Some(3),
+        budget: None,
+        asked_at: None,
+    };
+    let answer = |engine: &Engine, user: &str, query: &str| {
+        let turns = engine.search(&request(user, query)).unwrap();
+        let sessions = engine.search_sessions(&request(user, query)).unwrap();
+        let listed = engine.list_turns(&ScopeFilter::user(user), 0, 100).unwrap();
+        let ids = |r: &aril_engine::SearchResponse| {
+            r.results
+                .iter()
+                .map(|h| (h.id.clone(), h.text.clone()))
+                .collect::<Vec<_>>()
+        };
+        (
+            ids(&turns),
+            ids(&sessions),
+            listed.1,
+            engine.stats().unwrap().store.turns,
+        )
+    };
+    // Alone, one after another, on an engine that has loaded nothing yet; then at once, on
+    // another such engine.
+    drop(engine);
+    let alone: Vec<_> = {
+        let fresh = place.open();
+        questions
+            .iter()
+            .map(|(u, q)| answer(&fresh, u, q))
+            .collect()
+    };
+    let engine = place.open();
+    shared(&engine);
+    let engine = &engine;
+    std::thread::scope(|threads| {
+        let running: Vec<_> = (0..4)
+            .flat_map(|round| {
+                questions
+                    .iter()
+                    .enumerate()
+                    .map(move |(i, (u, q))| threads.spawn(move || (i, round, answer(engine, u, q))))
+            })
+            .collect();
+        for handle in running {
+            let (i, round, got) = handle.join().expect("a reader thread panicked");
+            assert_eq!(
+                got, alone[i],
+                "question {i} in round {round} answered otherwise"
+            );
+        }
+    });
+    assert!(alone[0].0[0].1.contains("Pimenta"), "{:?}", alone[0]);
 }
 
 fn reimporting_the_same_turns_adds_nothing(place: &Place) {

@@ -41,6 +41,15 @@ impl Place {
         }
     }
 
+    /// A new, empty place on the same backend.
+    #[allow(dead_code)]
+    pub fn another(&self) -> Self {
+        match self.at {
+            StoreAt::Embedded => Self::sqlite(),
+            StoreAt::Postgres(_) => Self::postgres(),
+        }
+    }
+
     pub fn open(&self) -> Engine {
         self.open_with(Config::default())
     }
@@ -48,6 +57,12 @@ impl Place {
     /// The engine with a configuration of its own.
     pub fn open_with(&self, config: Config) -> Engine {
         Engine::open_at(self.dir.path(), &self.at, config, Some(embedder())).unwrap()
+    }
+
+    /// The engine embedding through `embedder` (e.g. the real one, watched).
+    #[allow(dead_code)]
+    pub fn open_embedding_with(&self, embedder: Arc<dyn Embedder>) -> Engine {
+        Engine::open_at(self.dir.path(), &self.at, Config::default(), Some(embedder)).unwrap()
     }
 
     /// An engine on the same store with a data directory of its own (another process of a
