@@ -114,7 +114,7 @@ pub(crate) fn encode_one(
     segment: &SegmentId,
 ) -> Result<EncodeOutcome, EngineError> {
     let outcome = (|| {
-        let Some(job) = state.with_engine(|e| e.encode_job(segment))? else {
+        let Some(job) = state.with_reader(|e| e.encode_job(segment))? else {
             return Ok(EncodeOutcome::Gone);
         };
         let attempt = job.encode(model, config);

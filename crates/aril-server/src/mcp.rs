@@ -433,7 +433,7 @@ impl MemoryTools {
                     budget: args.budget,
                     asked_at: Some(asked_at(args.asked_at.as_deref())?),
                 };
-                let response = self.state.run(move |e| e.search(&request)).await?;
+                let response = self.state.read(move |e| e.search(&request)).await?;
                 let context = response
                     .results
                     .iter()

@@ -405,7 +405,7 @@ fn write_cards(
             written.failed.push(reason);
             continue;
         }
-        state.with_engine(|e| {
+        state.with_reader(|e| {
             for card in e.segment_cards(&segment)? {
                 let Some(memory) = e.card_memory(&card.id)? else {
                     continue;
@@ -477,7 +477,7 @@ pub(crate) async fn search_scope(
         asked_at: Some(chrono::Utc::now()),
     };
     let results = state
-        .run(move |engine| {
+        .read(move |engine| {
             let response = engine.search(&request)?;
             // Each hit is one turn by default; show it as the memory that turn holds now.
             let ids: Vec<aril_core::TurnId> = response
@@ -552,7 +552,7 @@ pub(crate) async fn page_of(
         .checked_mul(size)
         .ok_or_else(|| ApiError::bad_request(format!("page {page} is out of range")))?;
     let (views, count) = state
-        .run(move |engine| {
+        .read(move |engine| {
             let (turns, count) = engine.list_memories(&filter, offset, size)?;
             Ok((engine.memory_views(turns)?, count))
         })
@@ -676,7 +676,7 @@ async fn entities(
     State(state): State<AppState>,
     caller: Caller,
 ) -> Result<axum::Json<Entities>, ApiError> {
-    let users = state.run(|engine| engine.users()).await?;
+    let users = state.read(|engine| engine.users()).await?;
     let results = users
         .into_iter()
         .filter(|u| caller.may_access(u))

@@ -186,7 +186,7 @@ pub(crate) async fn memory_by_id(
 ) -> Result<Memory, ApiError> {
     let caller = caller.clone();
     let found = state
-        .run(move |engine| {
+        .read(move |engine| {
             if is_card(&id) {
                 let memory = card_versions(engine, &caller, &id)?;
                 return Memory::from_cards(engine, &memory);
@@ -270,14 +270,14 @@ pub(crate) async fn history(
     let caller = caller.clone();
     if is_card(&id) {
         return state
-            .run(move |engine| {
+            .read(move |engine| {
                 let memory = card_versions(engine, &caller, &id)?;
                 card_history(engine, &memory)
             })
             .await;
     }
     let all = state
-        .run(move |engine| versions(engine, &caller, &id))
+        .read(move |engine| versions(engine, &caller, &id))
         .await?;
     let memory_id = all.first().map(|t| t.id.0.clone()).unwrap_or_default();
     let mut previous: Option<String> = None;

@@ -52,7 +52,7 @@ async fn health() -> axum::Json<Status> {
     (status = 503, description = "the embedding model is missing", body = ErrorBody)
 ))]
 async fn ready(State(state): State<AppState>) -> Result<axum::Json<Status>, ApiError> {
-    state.run(|engine| engine.load_model()).await?;
+    state.read(|engine| engine.load_model()).await?;
     Ok(axum::Json(Status { status: "ready" }))
 }
 
@@ -117,11 +117,19 @@ pub(crate) async fn store_turns(
     }
     let ids: Vec<TurnId> = checked.iter().map(NewTurn::id).collect();
     let asked = ids.clone();
+    // The model's work beside other requests; only the commit holds the engine alone.
+    let (checked, ahead) = state
+        .read(move |engine| {
+            let ahead = engine.prepare(&checked)?;
+            Ok((checked, ahead))
+        })
+        .await?;
     let (known, report) = state
         .run(move |engine| {
             let known: HashSet<TurnId> = engine.turns(&asked)?.into_iter().map(|t| t.id).collect();
-            let report = engine.ingest(
+            let report = engine.ingest_prepared(
                 checked,
+                &ahead,
                 &IngestOptions { flush },
                 &mut |_| {},
                 &std::sync::atomic::AtomicBool::new(false),
@@ -236,7 +244,7 @@ async fn search(
     let sessions = body.sessions;
     Ok(axum::Json(
         state
-            .run(move |engine| {
+            .read(move |engine| {
                 if sessions {
                     engine.search_sessions(&request)
                 } else {
@@ -280,7 +288,7 @@ async fn list_turns(
     let filter = caller.filter(p.user_id, p.agent_id, p.run_id)?;
     let limit = p.limit.unwrap_or(100).clamp(1, 1000);
     let (turns, total) = state
-        .run(move |engine| engine.list_turns(&filter, p.offset, limit))
+        .read(move |engine| engine.list_turns(&filter, p.offset, limit))
         .await?;
     Ok(axum::Json(TurnPage { total, turns }))
 }
@@ -303,7 +311,7 @@ async fn list_segments(
     ApiQuery(p): ApiQuery<ScopeParams>,
 ) -> Result<axum::Json<Segments>, ApiError> {
     let filter = caller.filter(p.user_id, p.agent_id, p.run_id)?;
-    let segments = state.run(move |engine| engine.segments(&filter)).await?;
+    let segments = state.read(move |engine| engine.segments(&filter)).await?;
     Ok(axum::Json(Segments { segments }))
 }
 
@@ -338,7 +346,7 @@ async fn stats(
             "stats span every user: use an admin key",
         ));
     }
-    let stats = state.run(|engine| engine.stats()).await?;
+    let stats = state.read(|engine| engine.stats()).await?;
     serde_json::to_value(stats)
         .map(axum::Json)
         .map_err(|e| ApiError::internal(e.to_string()))

@@ -1,14 +1,15 @@
 //! What every handler shares: the one engine of the data directory and the key ring. Engine calls
-//! are blocking (SQLite, tantivy, the embedder), so they run on tokio's blocking pool, one at a
-//! time behind a mutex: writes are serialised, and a response is sent only after the engine has
+//! are blocking (SQLite, tantivy, the embedder), so they run on tokio's blocking pool behind a
+//! read-write lock: reads ([`AppState::read`]: search, get, list, stats) run in parallel, writes
+//! ([`AppState::run`]) one at a time and alone, and a response is sent only after the engine has
 //! committed (durably) what it acknowledges.
 //!
-//! A request that panics (a bug) fails alone: the store rolled its transaction back, and before the
+//! A write that panics (a bug) fails alone: the store rolled its transaction back, and before the
 //! next request the engine rebuilds its derived indexes, so one bad request cannot take the
-//! service down or leave a half-written index behind.
+//! service down or leave a half-written index behind. A read that panics changed nothing.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 use aril_engine::llm::ChatModel;
@@ -19,8 +20,8 @@ use crate::ApiError;
 /// Shared server state.
 #[derive(Clone)]
 pub struct AppState {
-    engine: Arc<Mutex<Engine>>,
-    /// Set when a request panicked and the derived indexes are still to be rebuilt.
+    engine: Arc<RwLock<Engine>>,
+    /// Set when a write panicked and the derived indexes are still to be rebuilt.
     dirty: Arc<AtomicBool>,
     keys: Arc<Keys>,
     /// False only when the operator started the server with `--no-auth` on a loopback address.
@@ -51,7 +52,7 @@ impl AppState {
     pub fn new(engine: Engine, auth: bool) -> Result<Self, EngineError> {
         let keys = engine.key_ring()?;
         Ok(Self {
-            engine: Arc::new(Mutex::new(engine)),
+            engine: Arc::new(RwLock::new(engine)),
             dirty: Arc::new(AtomicBool::new(false)),
             keys: Arc::new(Keys {
                 ring: RwLock::new(keys),
@@ -94,18 +95,14 @@ impl AppState {
         if !due {
             return Ok(None);
         }
-        let ring = self.run(|e| e.key_ring()).await?;
+        let ring = self.read(|e| e.key_ring()).await?;
         *self.keys.ring.write().unwrap_or_else(|p| p.into_inner()) = ring;
         Ok(known(&self.keys))
     }
 
-    /// Runs `f` on the engine on the calling thread (a blocking context), after the same recovery
-    /// as [`AppState::run`].
-    pub(crate) fn with_engine<T>(
-        &self,
-        f: impl FnOnce(&mut Engine) -> Result<T, EngineError>,
-    ) -> Result<T, EngineError> {
-        let mut guard = self.engine.lock().unwrap_or_else(|poisoned| {
+    /// The engine for a write: alone, after rebuilding the derived indexes if a write panicked.
+    fn write_guard(&self) -> Result<RwLockWriteGuard<'_, Engine>, EngineError> {
+        let mut guard = self.engine.write().unwrap_or_else(|poisoned| {
             self.engine.clear_poison();
             self.dirty.store(true, Ordering::SeqCst);
             poisoned.into_inner()
@@ -115,10 +112,41 @@ impl AppState {
             guard.reindex()?;
             self.dirty.store(false, Ordering::SeqCst);
         }
-        f(&mut guard)
+        Ok(guard)
     }
 
-    /// Runs `f` on the engine on the blocking pool and maps its error for the API.
+    /// The engine for a read, beside other reads. Indexes a panicked write left behind are
+    /// rebuilt first (under the write lock).
+    fn read_guard(&self) -> Result<RwLockReadGuard<'_, Engine>, EngineError> {
+        if self.dirty.load(Ordering::SeqCst) || self.engine.is_poisoned() {
+            drop(self.write_guard()?);
+        }
+        Ok(self
+            .engine
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner))
+    }
+
+    /// Runs the write `f` on the engine on the calling thread (a blocking context), after the
+    /// same recovery as [`AppState::run`].
+    pub(crate) fn with_engine<T>(
+        &self,
+        f: impl FnOnce(&mut Engine) -> Result<T, EngineError>,
+    ) -> Result<T, EngineError> {
+        f(&mut *self.write_guard()?)
+    }
+
+    /// Runs the read `f` on the engine on the calling thread (a blocking context), beside other
+    /// reads.
+    pub(crate) fn with_reader<T>(
+        &self,
+        f: impl FnOnce(&Engine) -> Result<T, EngineError>,
+    ) -> Result<T, EngineError> {
+        f(&*self.read_guard()?)
+    }
+
+    /// Runs the write `f` on the engine on the blocking pool, alone, and maps its error for the
+    /// API.
     pub(crate) async fn run<T, F>(&self, f: F) -> Result<T, ApiError>
     where
         T: Send + 'static,
@@ -126,6 +154,19 @@ impl AppState {
     {
         let state = self.clone();
         tokio::task::spawn_blocking(move || state.with_engine(f).map_err(ApiError::from))
+            .await
+            .map_err(|e| ApiError::internal(format!("engine task failed: {e}")))?
+    }
+
+    /// Runs the read `f` on the engine on the blocking pool, in parallel with other reads, and
+    /// maps its error for the API.
+    pub(crate) async fn read<T, F>(&self, f: F) -> Result<T, ApiError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Engine) -> Result<T, EngineError> + Send + 'static,
+    {
+        let state = self.clone();
+        tokio::task::spawn_blocking(move || state.with_reader(f).map_err(ApiError::from))
             .await
             .map_err(|e| ApiError::internal(format!("engine task failed: {e}")))?
     }
