@@ -64,10 +64,7 @@ impl LocalServer {
 
     fn cached(extra: &[&str]) -> Result<Self, LlmError> {
         let cache = aril_core::cache_root();
-        let server = located(
-            "ARIL_LLAMA_SERVER",
-            cache.join(LLAMA_SERVER),
-        )?;
+        let server = located("ARIL_LLAMA_SERVER", cache.join(LLAMA_SERVER))?;
         let model = located("ARIL_LLAMA_MODEL", cache.join("models").join(SMOLLM2))?;
         Self::start_with(&server, &model, 2, extra)
     }
