@@ -27,6 +27,11 @@ pub enum StoreError {
     #[error("database error: {0}")]
     Sql(#[from] rusqlite::Error),
     #[error(
+        "no read connection to the store came free in time: {0} (more readers at once than the \
+         pool holds, or the store became unreachable)"
+    )]
+    ReadConnection(String),
+    #[error(
         "could not connect to PostgreSQL at {url}: {error} (is it running? `scripts/postgres start` \
          runs a local one)"
     )]

@@ -14,6 +14,7 @@ mod schema;
 #[cfg(feature = "scratch")]
 pub mod scratch;
 pub(crate) mod sqlite;
+mod sqlite_readers;
 mod sqlite_transfer;
 pub mod transfer;
 

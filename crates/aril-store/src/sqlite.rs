@@ -3,7 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, PoisonError};
 
 use aril_core::{
     Card, CardId, CloseReason, NewTurn, Role, Scope, ScopeFilter, Segment, SegmentId, Turn, TurnId,
@@ -14,6 +14,7 @@ use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension, Row, Transaction, params, params_from_iter};
 
 use crate::schema::{SCHEMA, SCHEMA_VERSION};
+use crate::sqlite_readers::{Reader, Readers};
 use crate::{
     ApiKeyRecord, CardBatch, CardLookup, CardVectors, CommitReport, DeleteReport, Embedding,
     LlmCall, LlmUsage, Neighbourhood, OpenRead, Store, StoreError, StoreStats, StoredChunk,
@@ -25,10 +26,15 @@ const IN_CHUNK: usize = 500;
 
 /// The embedded SQLite implementation of [`Store`].
 ///
-/// The one connection sits behind a mutex, so the store is `Sync`: readers on several threads
-/// take turns on it for the length of one call (a call never takes it twice), and writers
-/// (`&mut self`) use it without locking.
+/// Writers (`&mut self`) use the one read-write connection; readers (`&self`) on several threads
+/// each take a read-only connection for the length of one call (`sqlite_readers`), so they read
+/// at once and always see the last commit.
 pub struct SqliteStore {
+    /// Declared before the writer's connection so they close first: the last connection to
+    /// close checkpoints the WAL into the file and removes it, and only the writer can.
+    readers: Readers,
+    /// The writer's connection; behind a mutex only so the store is `Sync` (writers hold
+    /// `&mut self` and never lock it).
     conn: Mutex<Connection>,
     path: PathBuf,
 }
@@ -107,18 +113,18 @@ impl SqliteStore {
         )
         .map_err(open_err)?;
         Ok(Self {
+            readers: Readers::new(path.to_path_buf()),
             conn: Mutex::new(conn),
             path: path.to_path_buf(),
         })
     }
 
-    /// The connection, for one call of a reader. A call that panicked left no transaction
-    /// open (rusqlite rolls back on drop), so a poisoned lock is taken over.
-    pub(crate) fn conn(&self) -> MutexGuard<'_, Connection> {
-        self.conn.lock().unwrap_or_else(PoisonError::into_inner)
+    /// A read-only connection, for one call of a reader; it goes back to the pool when dropped.
+    pub(crate) fn conn(&self) -> Result<Reader<'_>, StoreError> {
+        Ok(self.readers.get()?)
     }
 
-    /// The connection, for a writer.
+    /// The writer's connection.
     pub(crate) fn conn_mut(&mut self) -> &mut Connection {
         self.conn.get_mut().unwrap_or_else(PoisonError::into_inner)
     }
@@ -435,7 +441,7 @@ pub(crate) fn filter_clause_on(alias: &str, filter: &ScopeFilter) -> (String, Ve
 
 impl Store for SqliteStore {
     fn existing_turns(&self, ids: &[TurnId]) -> Result<HashSet<TurnId>, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         let ids: Vec<String> = ids.iter().map(|t| t.0.clone()).collect();
         let found = Self::in_chunks(&ids, |marks, chunk| {
             let mut stmt = conn.prepare(&format!("SELECT id FROM turns WHERE id IN ({marks})"))?;
@@ -450,7 +456,7 @@ impl Store for SqliteStore {
     }
 
     fn open_segment(&self, scope: &Scope, conversation: &str) -> Result<OpenRead, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         let row: Option<(String, i64)> = conn
             .query_row(
                 "SELECT state, version FROM open_segments WHERE user_id = ?1 AND agent_id = ?2 \
@@ -482,7 +488,7 @@ impl Store for SqliteStore {
     }
 
     fn turns(&self, ids: &[TurnId]) -> Result<Vec<Turn>, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         let keys: Vec<String> = ids.iter().map(|t| t.0.clone()).collect();
         let found = Self::in_chunks(&keys, |marks, chunk| {
             let mut stmt = conn.prepare(&format!(
@@ -547,7 +553,7 @@ impl Store for SqliteStore {
     }
 
     fn segments(&self, ids: &[SegmentId]) -> Result<Vec<Segment>, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         let keys: Vec<String> = ids.iter().map(|s| s.0.clone()).collect();
         let found = Self::in_chunks(&keys, |marks, chunk| {
             Self::segments_where(&conn, &format!("id IN ({marks})"), chunk)
@@ -558,7 +564,7 @@ impl Store for SqliteStore {
     }
 
     fn list_segments(&self, filter: &ScopeFilter) -> Result<Vec<Segment>, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         let (clause, args) = filter_clause(filter);
         Self::segments_where(&conn, &clause, &args)
     }
@@ -568,7 +574,7 @@ impl Store for SqliteStore {
         model: &str,
         hashes: &[String],
     ) -> Result<HashMap<String, Embedding>, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         let found = Self::in_chunks(hashes, |marks, chunk| {
             let mut stmt = conn.prepare(&format!(
                 "SELECT text_hash, pieces, chunks FROM embeddings \
@@ -602,7 +608,7 @@ impl Store for SqliteStore {
     }
 
     fn unit_vectors(&self, model: &str, user_id: &str) -> Result<Vec<UnitVectors>, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         let mut out = Vec::new();
         for (kind, table) in [(UnitKind::Turn, "turns"), (UnitKind::Segment, "segments")] {
             let mut stmt = conn.prepare(&format!(
@@ -632,7 +638,7 @@ impl Store for SqliteStore {
     }
 
     fn units_after(&self, turn_seq: i64, segment_seq: i64) -> Result<Vec<UnitText>, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         let mut out = Vec::new();
         let mut stmt = conn.prepare(
             "SELECT id, user_id, agent_id, run_id, role, speaker, text, seq FROM turns \
@@ -667,7 +673,7 @@ impl Store for SqliteStore {
             .prepare("SELECT id, seq FROM segments WHERE seq > ?1 ORDER BY seq")?
             .query_map([segment_seq], |r| Ok((r.get(0)?, r.get(1)?)))?
             .collect::<Result<_, _>>()?;
-        // Rendering a segment reads it and its turns through `self`, which takes the connection.
+        // Rendering a segment reads it and its turns through `self`: this connection goes back first.
         drop(conn);
         out.extend(crate::segment_units(self, &segs)?);
         Ok(out)
@@ -762,7 +768,7 @@ impl Store for SqliteStore {
     }
 
     fn segments_holding(&self, turns: &[TurnId]) -> Result<Vec<Segment>, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         let ids: Vec<String> = turns.iter().map(|t| t.0.clone()).collect();
         let mut found = Self::in_chunks(&ids, |marks, chunk| {
             Self::segments_where(
@@ -777,7 +783,7 @@ impl Store for SqliteStore {
     }
 
     fn memory_versions(&self, memory: &TurnId) -> Result<Vec<TurnId>, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         let (exists, is_later): (bool, bool) = conn.query_row(
             "SELECT EXISTS (SELECT 1 FROM turns WHERE id = ?1), \
              EXISTS (SELECT 1 FROM revisions WHERE turn_id = ?1)",
@@ -798,7 +804,7 @@ impl Store for SqliteStore {
     }
 
     fn memory_ids(&self, turns: &[TurnId]) -> Result<HashMap<TurnId, TurnId>, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         let ids: Vec<String> = turns.iter().map(|t| t.0.clone()).collect();
         let pairs = Self::in_chunks(&ids, |marks, chunk| {
             let mut stmt = conn.prepare(&format!(
@@ -815,7 +821,7 @@ impl Store for SqliteStore {
     }
 
     fn superseded(&self, user_id: &str) -> Result<HashSet<TurnId>, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         let mut stmt = conn.prepare_cached(
             "SELECT s.turn_id FROM superseded s JOIN turns t ON t.id = s.turn_id \
              WHERE t.user_id = ?1",
@@ -831,7 +837,7 @@ impl Store for SqliteStore {
         ids: &[TurnId],
         span: usize,
     ) -> Result<Vec<Neighbourhood>, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         // The turns `n` of the session of turn `c` = ?1.
         const SAME_SESSION: &str = "SELECT n.id, n.seq FROM turns c JOIN turns n \
              ON n.user_id = c.user_id AND n.agent_id = c.agent_id AND n.run_id = c.run_id \
@@ -869,7 +875,7 @@ impl Store for SqliteStore {
             .collect::<HashSet<_>>()
             .into_iter()
             .collect();
-        // `turns` takes the connection itself.
+        // `turns` takes a connection of its own: this one goes back first.
         drop((around, after));
         drop(conn);
         let by_id: HashMap<TurnId, Turn> = self
@@ -896,7 +902,7 @@ impl Store for SqliteStore {
         limit: u64,
         current_only: bool,
     ) -> Result<(Vec<TurnId>, u64), StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         let (mut clause, args) = filter_clause(filter);
         if current_only {
             clause.push_str(" AND id NOT IN (SELECT turn_id FROM superseded)");
@@ -920,7 +926,7 @@ impl Store for SqliteStore {
     }
 
     fn users(&self) -> Result<Vec<String>, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         let mut stmt = conn.prepare("SELECT DISTINCT user_id FROM turns ORDER BY user_id")?;
         let users = stmt
             .query_map([], |r| r.get::<_, String>(0))?
@@ -943,7 +949,7 @@ impl Store for SqliteStore {
     }
 
     fn api_keys(&self) -> Result<Vec<ApiKeyRecord>, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         let mut stmt = conn.prepare(
             "SELECT id, key_hash, user_id, admin, created FROM api_keys ORDER BY created",
         )?;
@@ -978,7 +984,7 @@ impl Store for SqliteStore {
         limit: usize,
         retry_failed: bool,
     ) -> Result<Vec<SegmentId>, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         cards::queued(&conn, limit, retry_failed)
     }
 
@@ -1017,7 +1023,7 @@ impl Store for SqliteStore {
     }
 
     fn cards_generation(&self, user_id: &str) -> Result<(u64, i64), StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         Ok(conn.query_row(
             "SELECT COUNT(*), COALESCE(MAX(seq), 0) FROM cards WHERE user_id = ?1",
             [user_id],
@@ -1041,7 +1047,7 @@ impl Store for SqliteStore {
     }
 
     fn cards_superseding(&self, id: &CardId) -> Result<Vec<CardId>, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         cards::superseding(&conn, id)
     }
 
@@ -1064,12 +1070,12 @@ impl Store for SqliteStore {
     }
 
     fn cards(&self, filter: &ScopeFilter, current_only: bool) -> Result<Vec<Card>, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         cards::of_scope(&conn, filter, current_only)
     }
 
     fn cards_by_id(&self, ids: &[CardId]) -> Result<Vec<Card>, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         let keys: Vec<String> = ids.iter().map(|c| c.0.clone()).collect();
         let found = Self::in_chunks(&keys, |marks, chunk| {
             cards::load(&conn, &format!("c.id IN ({marks})"), chunk)
@@ -1084,7 +1090,7 @@ impl Store for SqliteStore {
         filter: &ScopeFilter,
         lookup: &CardLookup,
     ) -> Result<Vec<CardId>, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         cards::lookup(&conn, filter, lookup)
     }
 
@@ -1093,7 +1099,7 @@ impl Store for SqliteStore {
         model: &str,
         ids: &[CardId],
     ) -> Result<HashMap<CardId, Vec<StoredChunk>>, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         let keys: Vec<String> = ids.iter().map(|c| c.0.clone()).collect();
         let rows = Self::in_chunks(&keys, |marks, chunk| {
             let mut stmt = conn.prepare(&format!(
@@ -1124,7 +1130,7 @@ impl Store for SqliteStore {
     }
 
     fn llm_usage(&self) -> Result<Vec<LlmUsage>, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         accounting::usage(&conn)
     }
 
@@ -1133,12 +1139,12 @@ impl Store for SqliteStore {
         scope: &Scope,
         conversation: &str,
     ) -> Result<Option<serde_json::Value>, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         cards::encoder_state(&conn, scope, conversation)
     }
 
     fn stats(&self) -> Result<StoreStats, StoreError> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         let count = |sql: &str| -> Result<u64, StoreError> {
             Ok(conn.query_row(sql, [], |r| r.get::<_, i64>(0))? as u64)
         };
@@ -1182,7 +1188,7 @@ impl Store for SqliteStore {
 
     fn check_integrity(&self) -> Result<(), StoreError> {
         let (dangling, empty) = {
-            let conn = self.conn();
+            let conn = self.conn()?;
             let result: String = conn.query_row("PRAGMA integrity_check", [], |r| r.get(0))?;
             if result != "ok" {
                 return Err(StoreError::Integrity(result));
@@ -1195,7 +1201,7 @@ impl Store for SqliteStore {
                 count(crate::EMPTY_SEGMENTS_SQL)?,
             )
         };
-        // `stats` takes the connection itself.
+        // `stats` takes a connection of its own: this one goes back first.
         crate::check_segmentation(dangling, empty, &self.stats()?)
     }
 }

@@ -24,10 +24,10 @@ pub(crate) fn export(
     limit: usize,
 ) -> Result<Vec<Row>, StoreError> {
     if table == Table::ApiKeys {
-        // Before the connection is taken: `api_keys` takes it itself.
+        // Before a connection is taken: `api_keys` takes its own.
         return Ok(store.api_keys()?.into_iter().map(Row::ApiKey).collect());
     }
-    let guard = store.conn();
+    let guard = store.conn()?;
     let conn = &*guard;
     let limit = sql_limit(limit);
     match table {
@@ -37,7 +37,7 @@ pub(crate) fn export(
             let keys: Vec<(String, String)> = stmt
                 .query_map(params![after.seq(), limit], |r| Ok((r.get(0)?, r.get(1)?)))?
                 .collect::<Result<_, _>>()?;
-            // These read through `store`, which takes the connection itself.
+            // These read through `store`: this connection goes back first.
             drop(stmt);
             drop(guard);
             crate::transfer::turn_rows(store, keys)
@@ -66,7 +66,7 @@ pub(crate) fn export(
                     ))
                 })?
                 .collect::<Result<_, _>>()?;
-            // These read through `store`, which takes the connection itself.
+            // These read through `store`: this connection goes back first.
             drop(stmt);
             drop(guard);
             crate::transfer::segment_rows(store, meta)
@@ -158,7 +158,7 @@ pub(crate) fn export(
                     chunks: codec::decode(&chunks)?,
                 });
             }
-            // These read through `store`, which takes the connection itself.
+            // These read through `store`: this connection goes back first.
             drop(stmt);
             drop(guard);
             crate::transfer::card_rows(store, keys, vectors)

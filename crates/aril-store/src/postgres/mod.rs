@@ -17,8 +17,8 @@ mod search;
 mod transfer;
 
 use std::collections::{HashMap, HashSet};
-use std::ops::{Deref, DerefMut};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
 
 use aril_core::{
     Card, CardId, CloseReason, NewTurn, Role, Scope, ScopeFilter, Segment, SegmentId, Turn, TurnId,
@@ -46,33 +46,43 @@ macro_rules! texts {
 
 /// The PostgreSQL implementation of [`Store`].
 pub struct PgStore {
-    /// One connection, behind a mutex so the store is `Sync`: readers on several threads take
-    /// turns on it for the length of one call (a call never takes it twice). `None` only while
-    /// being dropped.
+    /// The writers' connection (`&mut self`; the mutex only makes the store `Sync`). `None`
+    /// only while being dropped.
     client: Mutex<Option<Client>>,
+    /// Connections for readers (`&self`), one per call at a time, so readers on several threads
+    /// query at once. `None` only while being dropped.
+    readers: Option<r2d2::Pool<Connector>>,
     /// The URL without its password, for messages.
     shown: String,
 }
 
-/// The store's connection while one call holds it.
-pub(super) struct Conn<'a>(MutexGuard<'a, Option<Client>>);
+/// A reader's connection while one call holds it; back to the pool when dropped.
+pub(super) type Conn = r2d2::PooledConnection<Connector>;
 
-impl Deref for Conn<'_> {
-    type Target = Client;
-    fn deref(&self) -> &Client {
-        self.0
-            .as_ref()
-            .expect("the connection is only taken when the store is dropped")
+/// Opens the readers' connections as [`connect`] does.
+pub(super) struct Connector {
+    url: String,
+}
+
+impl r2d2::ManageConnection for Connector {
+    type Connection = Client;
+    type Error = StoreError;
+
+    fn connect(&self) -> Result<Client, StoreError> {
+        connect(&self.url)
+    }
+
+    fn is_valid(&self, client: &mut Client) -> Result<(), StoreError> {
+        Ok(client.batch_execute("")?)
+    }
+
+    fn has_broken(&self, client: &mut Client) -> bool {
+        client.is_closed()
     }
 }
 
-impl DerefMut for Conn<'_> {
-    fn deref_mut(&mut self) -> &mut Client {
-        self.0
-            .as_mut()
-            .expect("the connection is only taken when the store is dropped")
-    }
-}
+/// Readers connected at once at most; one more waits for a free connection.
+const MAX_READERS: u32 = 8;
 
 /// A URL as it may be shown: without a password.
 pub fn redact(url: &str) -> String {
@@ -114,8 +124,18 @@ impl PgStore {
     pub fn open(url: &str) -> Result<Self, StoreError> {
         let mut client = connect(url)?;
         migrate::check(&mut client, &redact(url))?;
+        let readers = r2d2::Pool::builder()
+            .max_size(MAX_READERS)
+            .min_idle(Some(0))
+            .idle_timeout(Some(Duration::from_secs(60)))
+            .connection_timeout(Duration::from_secs(30))
+            .test_on_check_out(false)
+            .build_unchecked(Connector {
+                url: url.to_string(),
+            });
         Ok(Self {
             client: Mutex::new(Some(client)),
+            readers: Some(readers),
             shown: redact(url),
         })
     }
@@ -127,11 +147,23 @@ impl PgStore {
         migrate::apply(&mut client, &redact(url))
     }
 
-    /// The connection, for one call. A call that panicked mid-transaction left it to the
-    /// `postgres` client, which rolls back an unfinished transaction when it is dropped, so a
-    /// poisoned lock is taken over.
-    pub(super) fn conn(&self) -> Conn<'_> {
-        Conn(self.client.lock().unwrap_or_else(PoisonError::into_inner))
+    /// A connection for one reader call, from the pool.
+    pub(super) fn conn(&self) -> Result<Conn, StoreError> {
+        self.readers
+            .as_ref()
+            .ok_or_else(|| StoreError::ReadConnection("the store is being closed".into()))?
+            .get()
+            .map_err(|e| StoreError::ReadConnection(e.to_string()))
+    }
+
+    /// The writers' connection. A write that panicked mid-transaction left it to the `postgres`
+    /// client, which rolls back an unfinished transaction when it is dropped.
+    pub(super) fn writer(&mut self) -> &mut Client {
+        self.client
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_mut()
+            .expect("the connection is only taken when the store is dropped")
     }
 
     /// The URL this store is connected to, without a password.
@@ -142,7 +174,7 @@ impl PgStore {
     /// Vacuums tables after a deletion, so deleted rows leave their pages (outside any
     /// transaction, as VACUUM requires).
     fn vacuum(&self, tables: &[&str]) -> Result<(), StoreError> {
-        let mut client = self.conn();
+        let mut client = self.conn()?;
         for t in tables {
             client.batch_execute(&format!("VACUUM {t}"))?;
         }
@@ -154,22 +186,23 @@ impl PgStore {
         clause: &str,
         args: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<Segment>, StoreError> {
-        let mut client = self.conn();
+        let mut client = self.conn()?;
         segments_where(&mut *client, clause, args)
     }
 }
 
 impl Drop for PgStore {
     /// The sync client closes its connection by blocking on its own runtime, which panics inside
-    /// an async context (a server dropping its engine): it is closed on a thread of its own.
+    /// an async context (a server dropping its engine): the connections are closed on a thread
+    /// of their own.
     fn drop(&mut self) {
         let client = self
             .client
             .get_mut()
-            .unwrap_or_else(PoisonError::into_inner);
-        if let Some(client) = client.take() {
-            let _ = std::thread::spawn(move || drop(client)).join();
-        }
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let readers = self.readers.take();
+        let _ = std::thread::spawn(move || drop((client, readers))).join();
     }
 }
 
@@ -456,13 +489,13 @@ impl Store for PgStore {
     fn existing_turns(&self, ids: &[TurnId]) -> Result<HashSet<TurnId>, StoreError> {
         let keys = texts!(ids);
         let rows = self
-            .conn()
+            .conn()?
             .query("SELECT id FROM turns WHERE id = ANY($1)", &[&keys])?;
         Ok(rows.iter().map(|r| TurnId(r.get(0))).collect())
     }
 
     fn open_segment(&self, scope: &Scope, conversation: &str) -> Result<OpenRead, StoreError> {
-        let row = self.conn().query_opt(
+        let row = self.conn()?.query_opt(
             "SELECT state, version FROM open_segments WHERE user_id = $1 AND agent_id = $2 \
              AND run_id = $3 AND conversation = $4",
             &[
@@ -483,7 +516,7 @@ impl Store for PgStore {
     }
 
     fn commit(&mut self, batch: WriteBatch) -> Result<CommitReport, StoreError> {
-        let mut client = self.conn();
+        let client = self.writer();
         let mut tx = client.transaction()?;
         let report = write_batch(&mut tx, &batch)?;
         tx.commit()?;
@@ -492,7 +525,7 @@ impl Store for PgStore {
 
     fn turns(&self, ids: &[TurnId]) -> Result<Vec<Turn>, StoreError> {
         let keys = texts!(ids);
-        let rows = self.conn().query(
+        let rows = self.conn()?.query(
             "SELECT id, seq, user_id, agent_id, run_id, conversation, session, role, speaker, \
              text, event_time, ingest_time, source_id FROM turns WHERE id = ANY($1)",
             &[&keys],
@@ -522,7 +555,7 @@ impl Store for PgStore {
         model: &str,
         hashes: &[String],
     ) -> Result<HashMap<String, Embedding>, StoreError> {
-        let rows = self.conn().query(
+        let rows = self.conn()?.query(
             "SELECT text_hash, pieces, chunks FROM embeddings \
              WHERE model = $1 AND text_hash = ANY($2)",
             &[&model, &hashes],
@@ -545,7 +578,7 @@ impl Store for PgStore {
 
     fn unit_vectors(&self, model: &str, user_id: &str) -> Result<Vec<UnitVectors>, StoreError> {
         let mut out = Vec::new();
-        let mut client = self.conn();
+        let mut client = self.conn()?;
         for (kind, table) in [(UnitKind::Turn, "turns"), (UnitKind::Segment, "segments")] {
             let rows = client.query(
                 &format!(
@@ -569,7 +602,7 @@ impl Store for PgStore {
 
     fn units_after(&self, turn_seq: i64, segment_seq: i64) -> Result<Vec<UnitText>, StoreError> {
         let mut out = Vec::new();
-        let rows = self.conn().query(
+        let rows = self.conn()?.query(
             "SELECT id, user_id, agent_id, run_id, role, speaker, text, seq FROM turns \
              WHERE seq > $1 ORDER BY seq",
             &[&turn_seq],
@@ -589,7 +622,7 @@ impl Store for PgStore {
             });
         }
         let segs: Vec<(String, i64)> = self
-            .conn()
+            .conn()?
             .query(
                 "SELECT id, seq FROM segments WHERE seq > $1 ORDER BY seq",
                 &[&segment_seq],
@@ -605,7 +638,7 @@ impl Store for PgStore {
         let (clause, args) = filter_clause("", filter, 1);
         let args = params(&args);
         let report = {
-            let mut client = self.conn();
+            let client = self.writer();
             let mut tx = client.transaction()?;
             let turns: i64 = tx
                 .query_one(&format!("SELECT COUNT(*) FROM turns WHERE {clause}"), &args)?
@@ -643,7 +676,7 @@ impl Store for PgStore {
         let turn_ids = texts!(&deletion.turns);
         let segment_ids = texts!(&deletion.segments);
         let report = {
-            let mut client = self.conn();
+            let client = self.writer();
             let mut tx = client.transaction()?;
             let mut hashes: Vec<String> = Vec::new();
             for (table, ids) in [("segments", &segment_ids), ("turns", &turn_ids)] {
@@ -699,7 +732,7 @@ impl Store for PgStore {
         ids: &[TurnId],
         span: usize,
     ) -> Result<Vec<Neighbourhood>, StoreError> {
-        search::neighbourhoods(&mut *self.conn(), &texts!(ids), span)
+        search::neighbourhoods(&mut *self.conn()?, &texts!(ids), span)
     }
 
     fn segments_holding(&self, turns: &[TurnId]) -> Result<Vec<Segment>, StoreError> {
@@ -711,7 +744,7 @@ impl Store for PgStore {
     }
 
     fn memory_versions(&self, memory: &TurnId) -> Result<Vec<TurnId>, StoreError> {
-        let mut client = self.conn();
+        let mut client = self.conn()?;
         let r = client.query_one(
             "SELECT EXISTS (SELECT 1 FROM turns WHERE id = $1), \
              EXISTS (SELECT 1 FROM revisions WHERE turn_id = $1)",
@@ -733,7 +766,7 @@ impl Store for PgStore {
 
     fn memory_ids(&self, turns: &[TurnId]) -> Result<HashMap<TurnId, TurnId>, StoreError> {
         let keys = texts!(turns);
-        let rows = self.conn().query(
+        let rows = self.conn()?.query(
             "SELECT turn_id, memory_id FROM revisions WHERE turn_id = ANY($1)",
             &[&keys],
         )?;
@@ -744,7 +777,7 @@ impl Store for PgStore {
     }
 
     fn superseded(&self, user_id: &str) -> Result<HashSet<TurnId>, StoreError> {
-        let rows = self.conn().query(
+        let rows = self.conn()?.query(
             "SELECT s.turn_id FROM superseded s JOIN turns t ON t.id = s.turn_id \
              WHERE t.user_id = $1",
             &[&user_id],
@@ -757,7 +790,7 @@ impl Store for PgStore {
         limit: usize,
         retry_failed: bool,
     ) -> Result<Vec<SegmentId>, StoreError> {
-        cards::queued(&mut *self.conn(), limit, retry_failed)
+        cards::queued(&mut *self.conn()?, limit, retry_failed)
     }
 
     fn claim(
@@ -767,7 +800,7 @@ impl Store for PgStore {
         retry_failed: bool,
         lease: std::time::Duration,
     ) -> Result<Vec<SegmentId>, StoreError> {
-        let mut client = self.conn();
+        let client = self.writer();
         let mut tx = client.transaction()?;
         let claimed = cards::claim(&mut tx, ids, limit, retry_failed, lease)?;
         tx.commit()?;
@@ -775,7 +808,7 @@ impl Store for PgStore {
     }
 
     fn release(&mut self, segment: &SegmentId) -> Result<(), StoreError> {
-        self.conn().execute(
+        self.writer().execute(
             "UPDATE consolidation SET claimed_until = NULL WHERE segment_id = $1",
             &[&segment.0],
         )?;
@@ -796,7 +829,7 @@ impl Store for PgStore {
     }
 
     fn cards_generation(&self, user_id: &str) -> Result<(u64, i64), StoreError> {
-        let r = self.conn().query_one(
+        let r = self.conn()?.query_one(
             "SELECT COUNT(*), COALESCE(MAX(seq), 0) FROM cards WHERE user_id = $1",
             &[&user_id],
         )?;
@@ -808,7 +841,7 @@ impl Store for PgStore {
     }
 
     fn commit_cards(&mut self, batch: CardBatch) -> Result<(), StoreError> {
-        let mut client = self.conn();
+        let client = self.writer();
         let mut tx = client.transaction()?;
         cards::commit(&mut tx, &batch)?;
         tx.commit()?;
@@ -816,7 +849,7 @@ impl Store for PgStore {
     }
 
     fn append_cards(&mut self, new: &[Card], vectors: &[CardVectors]) -> Result<(), StoreError> {
-        let mut client = self.conn();
+        let client = self.writer();
         let mut tx = client.transaction()?;
         cards::insert(&mut tx, new)?;
         cards::put_vectors(&mut tx, vectors)?;
@@ -825,7 +858,7 @@ impl Store for PgStore {
     }
 
     fn cards_superseding(&self, id: &CardId) -> Result<Vec<CardId>, StoreError> {
-        let rows = self.conn().query(
+        let rows = self.conn()?.query(
             "SELECT c.id FROM card_supersedes s JOIN cards c ON c.id = s.card_id \
              WHERE s.supersedes = $1 ORDER BY c.seq",
             &[&id.0],
@@ -836,14 +869,14 @@ impl Store for PgStore {
     fn delete_cards(&mut self, ids: &[CardId]) -> Result<u64, StoreError> {
         let keys = texts!(ids);
         let removed = self
-            .conn()
+            .writer()
             .execute("DELETE FROM cards WHERE id = ANY($1)", &[&keys])?;
         self.vacuum(CARD_TABLES)?;
         Ok(removed)
     }
 
     fn mark_failed(&mut self, segment: &SegmentId, reason: &str) -> Result<(), StoreError> {
-        self.conn().execute(
+        self.writer().execute(
             "UPDATE consolidation SET status = 'failed', reason = $2, attempts = attempts + 1, \
              claimed_until = NULL WHERE segment_id = $1",
             &[&segment.0, &reason],
@@ -856,12 +889,12 @@ impl Store for PgStore {
         if current_only {
             clause.push_str(" AND c.id NOT IN (SELECT supersedes FROM card_supersedes)");
         }
-        cards::load(&mut *self.conn(), &clause, &params(&args))
+        cards::load(&mut *self.conn()?, &clause, &params(&args))
     }
 
     fn cards_by_id(&self, ids: &[CardId]) -> Result<Vec<Card>, StoreError> {
         let keys = texts!(ids);
-        let found = cards::load(&mut *self.conn(), "c.id = ANY($1)", &[&keys])?;
+        let found = cards::load(&mut *self.conn()?, "c.id = ANY($1)", &[&keys])?;
         let mut by_id: HashMap<CardId, Card> =
             found.into_iter().map(|c| (c.id.clone(), c)).collect();
         Ok(ids.iter().filter_map(|id| by_id.remove(id)).collect())
@@ -872,7 +905,7 @@ impl Store for PgStore {
         filter: &ScopeFilter,
         lookup: &CardLookup,
     ) -> Result<Vec<CardId>, StoreError> {
-        cards::lookup(&mut *self.conn(), filter, lookup)
+        cards::lookup(&mut *self.conn()?, filter, lookup)
     }
 
     fn card_vectors(
@@ -881,7 +914,7 @@ impl Store for PgStore {
         ids: &[CardId],
     ) -> Result<HashMap<CardId, Vec<StoredChunk>>, StoreError> {
         let keys = texts!(ids);
-        let rows = self.conn().query(
+        let rows = self.conn()?.query(
             "SELECT card_id, chunks FROM card_vectors WHERE model = $1 AND card_id = ANY($2)",
             &[&model, &keys],
         )?;
@@ -891,7 +924,7 @@ impl Store for PgStore {
     }
 
     fn put_card_vectors(&mut self, vectors: &[CardVectors]) -> Result<(), StoreError> {
-        let mut client = self.conn();
+        let client = self.writer();
         let mut tx = client.transaction()?;
         cards::put_vectors(&mut tx, vectors)?;
         tx.commit()?;
@@ -899,7 +932,7 @@ impl Store for PgStore {
     }
 
     fn record_llm_calls(&mut self, calls: &[LlmCall]) -> Result<(), StoreError> {
-        let mut client = self.conn();
+        let client = self.writer();
         let mut tx = client.transaction()?;
         for c in calls {
             insert_llm_call(&mut tx, c, true)?;
@@ -909,7 +942,7 @@ impl Store for PgStore {
     }
 
     fn llm_usage(&self) -> Result<Vec<LlmUsage>, StoreError> {
-        let rows = self.conn().query(
+        let rows = self.conn()?.query(
             "SELECT purpose, model, COUNT(*), SUM(prompt_tokens)::BIGINT, \
              SUM(completion_tokens)::BIGINT, COUNT(*) FILTER (WHERE counted_locally), \
              SUM(latency_ms)::BIGINT, COALESCE(SUM(prompt_o200k), 0)::BIGINT, \
@@ -942,11 +975,11 @@ impl Store for PgStore {
         scope: &Scope,
         conversation: &str,
     ) -> Result<Option<serde_json::Value>, StoreError> {
-        conversation_state(&mut *self.conn(), "encoder_states", scope, conversation)
+        conversation_state(&mut *self.conn()?, "encoder_states", scope, conversation)
     }
 
     fn stats(&self) -> Result<StoreStats, StoreError> {
-        let mut client = self.conn();
+        let mut client = self.conn()?;
         let mut count = |sql: &str| -> Result<u64, StoreError> {
             Ok(client.query_one(sql, &[])?.try_get::<_, i64>(0)? as u64)
         };
@@ -1002,7 +1035,7 @@ impl Store for PgStore {
             clause.push_str(" AND id NOT IN (SELECT turn_id FROM superseded)");
         }
         let args = params(&args);
-        let mut client = self.conn();
+        let mut client = self.conn()?;
         let total: i64 = client
             .query_one(&format!("SELECT COUNT(*) FROM turns WHERE {clause}"), &args)?
             .get(0);
@@ -1022,13 +1055,13 @@ impl Store for PgStore {
 
     fn users(&self) -> Result<Vec<String>, StoreError> {
         let rows = self
-            .conn()
+            .conn()?
             .query("SELECT DISTINCT user_id FROM turns ORDER BY user_id", &[])?;
         Ok(rows.iter().map(|r| r.get(0)).collect())
     }
 
     fn add_api_key(&mut self, key: &ApiKeyRecord) -> Result<(), StoreError> {
-        self.conn().execute(
+        self.writer().execute(
             "INSERT INTO api_keys (id, key_hash, user_id, admin, created) \
              VALUES ($1, $2, $3, $4, $5)",
             &[
@@ -1043,7 +1076,7 @@ impl Store for PgStore {
     }
 
     fn api_keys(&self) -> Result<Vec<ApiKeyRecord>, StoreError> {
-        let rows = self.conn().query(
+        let rows = self.conn()?.query(
             "SELECT id, key_hash, user_id, admin, created FROM api_keys ORDER BY created",
             &[],
         )?;
@@ -1062,7 +1095,7 @@ impl Store for PgStore {
 
     fn check_integrity(&self) -> Result<(), StoreError> {
         let count = |sql: &str| -> Result<i64, StoreError> {
-            Ok(self.conn().query_one(sql, &[])?.try_get(0)?)
+            Ok(self.conn()?.query_one(sql, &[])?.try_get(0)?)
         };
         crate::check_segmentation(
             count(crate::DANGLING_LINKS_SQL)?,

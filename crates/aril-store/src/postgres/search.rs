@@ -433,7 +433,7 @@ impl StoreSearch for PgStore {
         let (scope, args) = filter_clause("c.", filter, 3);
         let current = current_only(kind, &format!("c.{}", t.id));
         let q = Vector::from(query.to_vec());
-        let mut client = self.conn();
+        let mut client = self.conn()?;
         // A long unit has several chunks: ask for more rows than units until k units are found
         // or the scope has no more.
         let mut rows_wanted = (k * 2).max(20);
@@ -515,7 +515,7 @@ impl StoreSearch for PgStore {
         );
         let mut all: Vec<&(dyn ToSql + Sync)> = vec![&query];
         all.extend(params(&args));
-        let rows = self.conn().query(&sql, &all)?;
+        let rows = self.conn()?.query(&sql, &all)?;
         rows.iter()
             .map(|r| {
                 Ok(Hit {

@@ -22,7 +22,7 @@ pub(super) fn export(
     match table {
         Table::Turns => {
             let keys: Vec<(String, String)> = store
-                .conn()
+                .conn()?
                 .query(
                     "SELECT id, text_hash FROM turns WHERE seq > $1 ORDER BY seq LIMIT $2",
                     &[&after.seq(), &limit],
@@ -33,7 +33,7 @@ pub(super) fn export(
             crate::transfer::turn_rows(store, keys)
         }
         Table::Segments => {
-            let rows = store.conn().query(
+            let rows = store.conn()?.query(
                 "SELECT s.id, s.seq, s.text_hash, q.status, q.reason, q.attempts FROM segments s \
                  LEFT JOIN consolidation q ON q.segment_id = s.id WHERE s.seq > $1 \
                  ORDER BY s.seq LIMIT $2",
@@ -60,7 +60,7 @@ pub(super) fn export(
             crate::transfer::segment_rows(store, meta)
         }
         Table::OpenSegments => store
-            .conn()
+            .conn()?
             .query(
                 "SELECT user_id, agent_id, run_id, conversation, state, version FROM open_segments \
                  ORDER BY user_id, agent_id, run_id, conversation LIMIT $1",
@@ -80,7 +80,7 @@ pub(super) fn export(
         Table::Embeddings => {
             let (model, hash) = after.key();
             store
-                .conn()
+                .conn()?
                 .query(
                     "SELECT model, text_hash, pieces, chunks FROM embeddings \
                      WHERE (model, text_hash) > ($1, $2) ORDER BY model, text_hash LIMIT $3",
@@ -100,7 +100,7 @@ pub(super) fn export(
         Table::Revisions => {
             let (turn, _) = after.key();
             store
-                .conn()
+                .conn()?
                 .query(
                     "SELECT turn_id, memory_id, version FROM revisions WHERE turn_id > $1 \
                      ORDER BY turn_id LIMIT $2",
@@ -118,7 +118,7 @@ pub(super) fn export(
         }
         Table::Cards => {
             let keys: Vec<(String, i64)> = store
-                .conn()
+                .conn()?
                 .query(
                     "SELECT id, seq FROM cards WHERE seq > $1 ORDER BY seq LIMIT $2",
                     &[&after.seq(), &limit],
@@ -128,7 +128,7 @@ pub(super) fn export(
                 .collect();
             let texts: Vec<String> = keys.iter().map(|(id, _)| id.clone()).collect();
             let mut vectors: HashMap<String, Vec<CardVectors>> = HashMap::new();
-            for r in store.conn().query(
+            for r in store.conn()?.query(
                 "SELECT card_id, model, chunks FROM card_vectors WHERE card_id = ANY($1) \
                  ORDER BY card_id, model",
                 &[&texts],
@@ -143,7 +143,7 @@ pub(super) fn export(
             crate::transfer::card_rows(store, keys, vectors)
         }
         Table::EncoderStates => store
-            .conn()
+            .conn()?
             .query(
                 "SELECT user_id, agent_id, run_id, conversation, state FROM encoder_states \
                  ORDER BY user_id, agent_id, run_id, conversation LIMIT $1",
@@ -159,7 +159,7 @@ pub(super) fn export(
             })
             .collect(),
         Table::LlmCalls => store
-            .conn()
+            .conn()?
             .query(
                 "SELECT at, purpose, model, prompt_tokens, completion_tokens, counted_locally, \
                  latency_ms, attempts, prompt_o200k, completion_o200k FROM llm_calls \
@@ -192,7 +192,7 @@ pub(super) fn export(
 }
 
 pub(super) fn import(store: &mut PgStore, rows: &[Row]) -> Result<(), StoreError> {
-    let mut client = store.conn();
+    let client = store.writer();
     let mut tx = client.transaction()?;
     let (batch, queues) = crate::transfer::ingest_part(rows);
     // A move copies the embedding cache first, so the turns and segments written here find
