@@ -5,8 +5,9 @@
 //! - [`LexicalIndex`]: BM25 over unit texts (tantivy, English stemming). Cost: one tantivy query
 //!   per search; a commit per ingest batch.
 //! - [`VectorIndex`]: exact cosine search over every chunk vector of a user, held in memory and
-//!   loaded from the store on first use. Cost: one dot product per chunk of the user per query
-//!   (fine up to ~10^5 chunks; the [`VectorSearch`] trait is the seam for an ANN index).
+//!   loaded from the store on first use and never evicted. Cost: one dot product per chunk of the
+//!   user per query and a bounded heap of the best k units; `similarity` of two units is two id
+//!   lookups. The [`VectorSearch`] trait is the seam for an ANN index.
 
 mod error;
 mod lexical;
