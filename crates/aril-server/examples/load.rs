@@ -5,19 +5,15 @@
 //!
 //!     cargo run --release -p aril-server --example load -- [CLIENTS] [SECONDS]
 
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use aril_engine::{Config, Engine, ScopeFilter};
 use aril_server::AppState;
 use serde_json::{Value, json};
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
-}
+mod common;
+
+use common::percentile;
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -28,19 +24,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut engine = Engine::open(dir.path(), Config::default())?;
     let key = engine.create_api_key(None)?;
     let state = AppState::new(engine, true)?;
-    let (addr_tx, addr_rx) = tokio::sync::oneshot::channel::<SocketAddr>();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(aril_server::serve(
-        state,
-        "127.0.0.1:0".parse()?,
-        move |a| {
-            let _ = addr_tx.send(a);
-        },
-        async {
-            let _ = stop_rx.await;
-        },
-    ));
-    let base = format!("http://{}", addr_rx.await?);
+    let served = common::serve(state).await?;
+    let base = served.base.clone();
     let until = Instant::now() + Duration::from_secs(seconds);
     let mut tasks = Vec::new();
     for c in 0..clients {
@@ -93,8 +78,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         acked.push(a);
         errors += e;
     }
-    let _ = stop_tx.send(());
-    server.await??;
+    served.stop().await?;
     // Every acknowledged write is in the store.
     let engine = Engine::open(dir.path(), Config::default())?;
     let mut lost = 0;

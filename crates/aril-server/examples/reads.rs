@@ -9,7 +9,6 @@
 //! QUESTIONS holds one question per line. The data directory is copied to a temporary one first
 //! (the server owns its directory, and the writer must not change the original).
 
-use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -17,12 +16,9 @@ use aril_engine::{Config, Engine};
 use aril_server::AppState;
 use serde_json::json;
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
-}
+mod common;
+
+use common::percentile;
 
 fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(to)?;
@@ -67,19 +63,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let key = engine.create_api_key(None)?;
     engine.load_model()?;
     let state = AppState::new(engine, true)?;
-    let (addr_tx, addr_rx) = tokio::sync::oneshot::channel::<SocketAddr>();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(aril_server::serve(
-        state,
-        "127.0.0.1:0".parse()?,
-        move |a| {
-            let _ = addr_tx.send(a);
-        },
-        async {
-            let _ = stop_rx.await;
-        },
-    ));
-    let base = format!("http://{}", addr_rx.await?);
+    let served = common::serve(state).await?;
+    let base = served.base.clone();
     let http = reqwest::Client::new();
     let user = user.to_string();
     let search = move |http: reqwest::Client, base: String, key: String, query: String| {
@@ -176,7 +161,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         println!("{line}");
     }
-    let _ = stop_tx.send(());
-    server.await??;
+    served.stop().await?;
     Ok(())
 }
