@@ -1,6 +1,7 @@
 //! A user's current cards, searchable: dense over the cards' vectors (stored with the cards; a
-//! card without one, from an older aril, is embedded here and its vector held with the index:
-//! building the index is part of a read, and readers do not write), BM25 over their text, entities and
+//! card without one, from an older aril or another model, is embedded here and its vector held
+//! with the index: building the index is part of a read, and readers do not write; `aril
+//! reindex` stores them), BM25 over their text, entities and
 //! topics. With an embedded store both searches run over indexes held here (vectors in memory, a
 //! memory-held tantivy index); a store that searches itself (PostgreSQL) answers them, and only
 //! the cards and their vectors (for near-duplicate checks) are held here. Built on first use and
@@ -13,7 +14,7 @@ use std::sync::{Arc, PoisonError};
 
 use aril_core::{Card, CardId, ScopeFilter};
 use aril_index::{Hit, LexicalIndex, VectorIndex, VectorSearch, Watermark};
-use aril_store::{StoreSearch, UnitKind, UnitText, UnitVectors};
+use aril_store::{CardVectors, StoreSearch, StoredChunk, UnitKind, UnitText, UnitVectors};
 
 use crate::{Engine, EngineError};
 
@@ -26,6 +27,14 @@ pub(crate) struct CardIndex {
     model: String,
     /// The store's [`aril_store::Store::cards_generation`] this was built at.
     generation: (u64, i64),
+}
+
+/// What [`Engine::current_cards_with_vectors`] finds for a user.
+struct CardsAndVectors {
+    cards: Vec<Card>,
+    model: String,
+    stored: HashMap<CardId, Vec<StoredChunk>>,
+    fresh: Vec<CardVectors>,
 }
 
 /// A user's card index with the store's search beside it, for one query.
@@ -114,22 +123,62 @@ impl Engine {
             .remove(user_id);
     }
 
+    /// A user's current cards, the vectors the store holds for them under the engine's model,
+    /// and the vectors of the cards it lacks (written by an older aril or under another model),
+    /// embedded now and not stored.
+    fn current_cards_with_vectors(&self, user_id: &str) -> Result<CardsAndVectors, EngineError> {
+        let cards = self.store.cards(&ScopeFilter::user(user_id), true)?;
+        let model = self.embedder()?.name().to_string();
+        let ids: Vec<CardId> = cards.iter().map(|c| c.id.clone()).collect();
+        let stored = self.store.card_vectors(&model, &ids)?;
+        let missing: Vec<Card> = cards
+            .iter()
+            .filter(|c| !stored.contains_key(&c.id))
+            .cloned()
+            .collect();
+        let fresh = self.card_vectors(&missing)?;
+        Ok(CardsAndVectors {
+            cards,
+            model,
+            stored,
+            fresh,
+        })
+    }
+
+    /// Stores the vectors every user's current cards lack under the engine's model (`aril
+    /// reindex`); returns how many cards got them. Readers only hold such vectors with the index
+    /// they build, so until this runs each rebuild of that index embeds them again.
+    pub(crate) fn store_missing_card_vectors(&mut self) -> Result<usize, EngineError> {
+        let mut stored = 0;
+        for user_id in self.users()? {
+            let fresh = self.current_cards_with_vectors(&user_id)?.fresh;
+            if !fresh.is_empty() {
+                self.store.put_card_vectors(&fresh)?;
+                stored += fresh.len();
+            }
+        }
+        Ok(stored)
+    }
+
     fn build_card_index(
         &self,
         user_id: &str,
         generation: (u64, i64),
     ) -> Result<CardIndex, EngineError> {
-        let cards = self.store.cards(&ScopeFilter::user(user_id), true)?;
-        let model = self.embedder()?.name().to_string();
-        let ids: Vec<CardId> = cards.iter().map(|c| c.id.clone()).collect();
-        let mut stored = self.store.card_vectors(&model, &ids)?;
-        let missing: Vec<&Card> = cards
-            .iter()
-            .filter(|c| !stored.contains_key(&c.id))
-            .collect();
-        if !missing.is_empty() {
-            let missing: Vec<Card> = missing.into_iter().cloned().collect();
-            let fresh = self.card_vectors(&missing)?;
+        let CardsAndVectors {
+            cards,
+            model,
+            mut stored,
+            fresh,
+        } = self.current_cards_with_vectors(user_id)?;
+        if !fresh.is_empty() {
+            tracing::warn!(
+                user_id,
+                cards = fresh.len(),
+                %model,
+                "cards without stored vectors under this model were embedded for this index only: \
+                 run `aril reindex` to store them"
+            );
             stored.extend(fresh.into_iter().map(|v| (v.card, v.chunks)));
         }
         let mut vectors = VectorIndex::default();

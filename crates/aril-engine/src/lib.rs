@@ -373,6 +373,14 @@ impl Engine {
         Ok(())
     }
 
+    /// Forgets every user's card index and in-memory vectors (rebuilt from the store on use).
+    fn forget_derived(&mut self) {
+        self.card_indexes = RwLock::default();
+        if let Some(local) = &mut self.local {
+            local.vectors = RwLock::default();
+        }
+    }
+
     /// Forgets the in-memory vectors of a user (reloaded from the store on the next query).
     fn evict_vectors(&mut self, user_id: &str) {
         if let Some(local) = &mut self.local {
@@ -384,16 +392,20 @@ impl Engine {
         }
     }
 
-    /// Rebuilds the lexical index from the store and drops the in-memory vectors (reloaded from
-    /// the store on the next query). Returns the number of units indexed. A store that searches
-    /// itself has nothing to rebuild: its units are counted.
+    /// Rebuilds the lexical index from the store, drops the in-memory vectors (reloaded from
+    /// the store on the next query) and stores the vectors cards lack under this model. Returns
+    /// the number of units indexed. A store that searches itself has nothing to rebuild: its
+    /// units are counted.
     pub fn reindex(&mut self) -> Result<u64, EngineError> {
-        self.card_indexes = RwLock::default();
+        self.forget_derived();
         if let Some(local) = &mut self.local {
             local.lexical.clear()?;
-            local.vectors = RwLock::default();
         }
         self.catch_up_indexes()?;
+        let cards = self.store_missing_card_vectors()?;
+        if cards > 0 {
+            tracing::info!(cards, "stored the vectors cards lacked");
+        }
         Ok(self.lexical_units(&self.store.stats()?))
     }
 

@@ -19,10 +19,7 @@ impl Engine {
     ) -> Result<MoveReport, EngineError> {
         let report =
             aril_store::transfer::copy(&*self.store, &mut *target.store, progress, cancel)?;
-        target.card_indexes = std::sync::RwLock::default();
-        if let Some(local) = &mut target.local {
-            local.vectors = std::sync::RwLock::default();
-        }
+        target.forget_derived();
         target.catch_up_indexes()?;
         Ok(report)
     }
