@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod qa;
 mod report;
 mod run;
+pub mod scale;
 pub mod score;
 pub mod strategy;
 
@@ -54,6 +55,10 @@ pub enum BenchError {
         "interrupted while writing cards; the cards written so far are kept: run the same command again to go on"
     )]
     Interrupted,
+    #[error(
+        "interrupted: the turns committed so far are kept; run the same command again to go on from them"
+    )]
+    BuildInterrupted,
     /// The cause is in the message and not a `source`, so a printed chain names it once.
     #[error("{what}: {cause}")]
     Io { what: String, cause: std::io::Error },

@@ -134,6 +134,44 @@ fn cut_offs(benchmark: Benchmark, asked: Option<&[usize]>) -> Result<CutOffs, Be
     })
 }
 
+/// The first 16 hex digits of a file's content hash: names what is derived from the file.
+pub(crate) fn file_hash(path: &std::path::Path) -> Result<String, BenchError> {
+    let bytes = std::fs::read(path).map_err(|e| BenchError::Io {
+        what: format!("reading {}", path.display()),
+        cause: e,
+    })?;
+    Ok(aril_core::content_hash(&[&String::from_utf8_lossy(&bytes)])[..16].to_string())
+}
+
+/// The `aril` strategy's data directory for a benchmark file (by its hash). What ingest depends
+/// on (dense roles, turn and segment vectors, segmenter) picks it; recall settings do not, so
+/// trying them reuses the ingested store.
+pub(crate) fn aril_dir(
+    cache_dir: &std::path::Path,
+    benchmark: Benchmark,
+    data_hash: &str,
+    engine: &aril_engine::Config,
+    store: &aril_engine::StoreAt,
+) -> PathBuf {
+    let ingest_key = serde_json::to_string(&(
+        &engine.dense_roles,
+        &engine.segmenter,
+        &engine.segment_vectors,
+        &engine.turn_vectors,
+        &engine.sentence_min_bytes,
+    ))
+    .unwrap_or_default();
+    let ingest_hash = &aril_core::content_hash(&[&ingest_key])[..8];
+    let store_tag = match store {
+        aril_engine::StoreAt::Embedded => String::new(),
+        at => format!("-pg-{}", &aril_core::content_hash(&[&at.describe()])[..8]),
+    };
+    cache_dir.join(format!(
+        "aril-{}-{data_hash}-{ingest_hash}{store_tag}",
+        benchmark.name()
+    ))
+}
+
 /// Runs one strategy on one benchmark file. `progress(done, total)` is called after each question;
 /// `cancel` stops between questions (the report then covers the questions done).
 pub fn run(
@@ -158,35 +196,18 @@ pub fn run(
     if let Some(n) = options.limit {
         cases.truncate(n);
     }
-    let file_bytes = std::fs::read(&options.data).map_err(|e| BenchError::Io {
-        what: format!("reading {}", options.data.display()),
-        cause: e,
-    })?;
-    let data_hash = &aril_core::content_hash(&[&String::from_utf8_lossy(&file_bytes)])[..16];
-    drop(file_bytes);
+    let data_hash = file_hash(&options.data)?;
     let embeddings = Embeddings::open(
         options.model.clone(),
         &options.cache_dir.join("embeddings.sqlite"),
     )?;
-    // What ingest depends on (dense roles, turn and segment vectors, segmenter) picks the data
-    // directory; recall settings do not, so trying them reuses the ingested store.
-    let ingest_key = serde_json::to_string(&(
-        &options.engine.dense_roles,
-        &options.engine.segmenter,
-        &options.engine.segment_vectors,
-        &options.engine.turn_vectors,
-        &options.engine.sentence_min_bytes,
-    ))
-    .unwrap_or_default();
-    let ingest_hash = &aril_core::content_hash(&[&ingest_key])[..8];
-    let store_tag = match &options.store {
-        aril_engine::StoreAt::Embedded => String::new(),
-        at => format!("-pg-{}", &aril_core::content_hash(&[&at.describe()])[..8]),
-    };
-    let aril_dir = options.cache_dir.join(format!(
-        "aril-{}-{data_hash}-{ingest_hash}{store_tag}",
-        options.benchmark.name()
-    ));
+    let aril_dir = aril_dir(
+        &options.cache_dir,
+        options.benchmark,
+        &data_hash,
+        &options.engine,
+        &options.store,
+    );
     let mut strategy = strategy::by_name(
         &options.strategy,
         embeddings,

@@ -175,6 +175,9 @@ pub enum BenchName {
     Longmemeval,
     Locomo,
     Hotpotqa,
+    /// The read path as one scope grows: stores of --sizes turns built from a LongMemEval
+    /// file's sessions, each measured (ingest, bytes, open, search p50/p99, RSS, recall).
+    Scale,
 }
 
 #[derive(Args, Debug)]
@@ -186,9 +189,20 @@ pub struct BenchCmd {
     #[arg(long)]
     pub data: PathBuf,
     /// raw-session-all, raw-session-user, seci-extract, seci-hybrid, verbatim-chunks, aril or
-    /// aril-llm.
+    /// aril-llm (every benchmark but scale, which measures the engine itself).
     #[arg(long)]
-    pub strategy: String,
+    pub strategy: Option<String>,
+    /// scale only: turns per store, comma-separated, with k or m (default 10k,100k,1m). Each
+    /// store is kept under the cache directory; an interrupted build goes on where it stopped.
+    #[arg(long, value_delimiter = ',', num_args = 1.., value_parser = aril_bench::scale::parse_size)]
+    pub sizes: Option<Vec<usize>>,
+    /// scale only: searches timed per size, cycling through the file's questions.
+    #[arg(long)]
+    pub searches: Option<usize>,
+    /// scale only: measure the built store of this size in this process and print its JSON
+    /// (what `aril bench scale` runs once per size, so each is measured by a fresh process).
+    #[arg(long, hide = true)]
+    pub measure_size: Option<usize>,
     /// Answer each question from the units the strategy ranked (needs an answerer model:
     /// ARIL_LLM_ANSWERER_* or ARIL_LLM_*) and report token F1 and BLEU-1 (LoCoMo: also its
     /// official F1).

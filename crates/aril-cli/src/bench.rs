@@ -24,6 +24,7 @@ fn default_cache_dir() -> PathBuf {
 /// a bar for card writing under `bars` and Ctrl-C as its stop.
 fn bench_models(
     cmd: &BenchCmd,
+    strategy: &str,
     llm: &LlmSettings,
     bars: &MultiProgress,
     cancel: Arc<AtomicBool>,
@@ -34,7 +35,7 @@ fn bench_models(
         ..Default::default()
     };
     if let Some(name) = &cmd.ablation {
-        if cmd.strategy != "aril-llm" {
+        if strategy != "aril-llm" {
             anyhow::bail!("--ablation applies to --strategy aril-llm only");
         }
         models.ablation = Some(Ablation::parse(name).ok_or_else(|| {
@@ -44,7 +45,7 @@ fn bench_models(
             )
         })?);
     }
-    if cmd.strategy == "aril-llm" {
+    if strategy == "aril-llm" {
         let arc = |c: OpenAiClient| Arc::new(c) as Arc<dyn ChatModel>;
         models.encoder = Some(arc(models::required(Role::Encoder, llm)?));
         models.planner = models::client(Role::Planner, llm)?.map(arc);
@@ -85,19 +86,21 @@ fn qa_options(cmd: &BenchCmd, llm: &LlmSettings) -> anyhow::Result<Option<QaOpti
     }))
 }
 
-pub fn run(cli: &Cli, cmd: &BenchCmd) -> anyhow::Result<()> {
+/// The embedding model a bench runs: the configured remote one, else MiniLM.
+pub(crate) fn bench_model(
+    cli: &Cli,
+    config: &aril_engine::Config,
+) -> anyhow::Result<Arc<dyn Embedder>> {
     let model_dir = cli.model_dir.clone().unwrap_or_else(default_model_dir);
-    let config = crate::load_config(cli)?;
-    let model: Arc<dyn Embedder> = match models::remote_embedder(&config.llm)? {
+    Ok(match models::remote_embedder(&config.llm)? {
         Some(remote) => remote,
         None => Arc::new(MiniLm::load(&model_dir)?),
-    };
-    let benchmark = match cmd.benchmark {
-        BenchName::Longmemeval => Benchmark::LongMemEval,
-        BenchName::Locomo => Benchmark::Locomo,
-        BenchName::Hotpotqa => Benchmark::HotpotQa,
-    };
-    let store = match cli.store.as_deref() {
+    })
+}
+
+/// Where a bench keeps the `aril` strategy's store: `--store` must be a PostgreSQL URL here.
+pub(crate) fn bench_store(cli: &Cli) -> anyhow::Result<StoreAt> {
+    Ok(match cli.store.as_deref() {
         None => StoreAt::Embedded,
         Some(s) => StoreAt::postgres(s).ok_or_else(|| {
             anyhow::anyhow!(
@@ -105,19 +108,49 @@ pub fn run(cli: &Cli, cmd: &BenchCmd) -> anyhow::Result<()> {
                  here (a database for this benchmark configuration), not {s:?}"
             )
         })?,
+    })
+}
+
+pub(crate) fn cache_dir(cmd: &BenchCmd) -> PathBuf {
+    cmd.cache_dir.clone().unwrap_or_else(default_cache_dir)
+}
+
+pub fn run(cli: &Cli, cmd: &BenchCmd) -> anyhow::Result<()> {
+    let benchmark = match cmd.benchmark {
+        BenchName::Longmemeval => Benchmark::LongMemEval,
+        BenchName::Locomo => Benchmark::Locomo,
+        BenchName::Hotpotqa => Benchmark::HotpotQa,
+        BenchName::Scale => return crate::bench_scale::run(cli, cmd),
     };
+    let scale_only = [
+        ("--sizes", cmd.sizes.is_some()),
+        ("--searches", cmd.searches.is_some()),
+        ("--measure-size", cmd.measure_size.is_some()),
+    ];
+    if let Some((flag, _)) = scale_only.iter().find(|(_, given)| *given) {
+        anyhow::bail!("{flag} applies to `aril bench scale` only");
+    }
+    let Some(strategy) = cmd.strategy.clone() else {
+        anyhow::bail!(
+            "--strategy is required: one of {}",
+            aril_bench::strategy::NAMES.join(", ")
+        );
+    };
+    let config = crate::load_config(cli)?;
+    let model = bench_model(cli, &config)?;
+    let store = bench_store(cli)?;
     let cancel = progress::cancel_on_ctrl_c();
     let bars = MultiProgress::new();
     let options = BenchOptions {
         store,
         benchmark,
         data: cmd.data.clone(),
-        strategy: cmd.strategy.clone(),
+        strategy: strategy.clone(),
         limit: cmd.limit,
         ks: cmd.k.clone(),
-        cache_dir: cmd.cache_dir.clone().unwrap_or_else(default_cache_dir),
+        cache_dir: cache_dir(cmd),
         model,
-        models: bench_models(cmd, &config.llm, &bars, cancel.clone())?,
+        models: bench_models(cmd, &strategy, &config.llm, &bars, cancel.clone())?,
         qa: qa_options(cmd, &config.llm)?,
         audit: cmd.audit.clone(),
         engine: config,
@@ -128,7 +161,7 @@ pub fn run(cli: &Cli, cmd: &BenchCmd) -> anyhow::Result<()> {
             .unwrap_or_else(|_| ProgressStyle::default_bar())
             .progress_chars("=> "),
     );
-    bar.set_prefix(format!("{} {}", benchmark.name(), cmd.strategy));
+    bar.set_prefix(format!("{} {strategy}", benchmark.name()));
     let report = aril_bench::run(
         &options,
         &mut |done, total| {

@@ -6,6 +6,7 @@ mod alloc;
 mod args;
 mod ask;
 mod bench;
+mod bench_scale;
 mod consolidate;
 mod demo;
 mod export;

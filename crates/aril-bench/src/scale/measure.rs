@@ -1,0 +1,216 @@
+//! Measures one built store of the scale benchmark as a process that has just started sees it:
+//! open time, the first search, search latency over many real questions, memory after them, and
+//! recall inside the big scope. Gold is read only after every question is ranked.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use aril_core::ScopeFilter;
+use aril_embed::Embedder;
+use aril_engine::{Config, Engine, SearchRequest, StoreAt};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::build::Layout;
+use super::corpus::{Corpus, original_session};
+use crate::BenchError;
+use crate::data::Case;
+use crate::gold::Gold;
+use crate::metrics::{fractional_recall, recall_any};
+
+/// Units a latency search returns, and the o200k tokens they may use.
+pub const SEARCH_K: usize = 10;
+pub const SEARCH_BUDGET: usize = 2000;
+
+/// Session recall of the questions whose gold sessions a store holds whole.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Recall {
+    pub questions: usize,
+    /// Share of questions with a gold session among the top 5 / 10 sessions.
+    pub any_at_5: f64,
+    pub any_at_10: f64,
+    /// Mean share of a question's gold sessions among its top 5 / 10 (seed 004's R@k).
+    pub recall_at_5: f64,
+    pub recall_at_10: f64,
+}
+
+impl Recall {
+    /// Scores rankings (session ids, best first) against each question's gold sessions; only
+    /// the questions `counted` admits take part.
+    pub fn score(
+        rankings: &HashMap<String, Vec<String>>,
+        gold: &HashMap<String, Gold>,
+        counted: &dyn Fn(&[String]) -> bool,
+    ) -> Self {
+        let mut r = Recall::default();
+        for (id, ranked) in rankings {
+            let Some(g) = gold.get(id) else { continue };
+            if !counted(&g.answer_sessions) {
+                continue;
+            }
+            r.questions += 1;
+            r.any_at_5 += recall_any(ranked, &g.answer_sessions, 5);
+            r.any_at_10 += recall_any(ranked, &g.answer_sessions, 10);
+            r.recall_at_5 += fractional_recall(ranked, &g.answer_sessions, 5);
+            r.recall_at_10 += fractional_recall(ranked, &g.answer_sessions, 10);
+        }
+        let n = r.questions.max(1) as f64;
+        r.any_at_5 /= n;
+        r.any_at_10 /= n;
+        r.recall_at_5 /= n;
+        r.recall_at_10 /= n;
+        r
+    }
+}
+
+/// What one store measured.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Measured {
+    pub turns: usize,
+    /// The data directory's bytes (PostgreSQL: the whole database's, every size's scope).
+    pub bytes: u64,
+    /// Opening the store and its indexes (the embedding model is loaded before).
+    pub open_ms: f64,
+    /// The first search after opening: what loads lazily is in it.
+    pub first_search_ms: f64,
+    pub searches: usize,
+    /// Searches after the first, query embedding included.
+    pub search_ms_p50: f64,
+    pub search_ms_p99: f64,
+    /// Resident memory after the searches (Linux), the model's included.
+    pub rss_mib: Option<f64>,
+    /// Questions of the file searched inside the big scope (session search, k 10).
+    pub recall: Recall,
+}
+
+/// When a question is asked, as the case gives it.
+fn asked_at(case: &Case) -> Option<DateTime<Utc>> {
+    case.question_date
+        .as_deref()
+        .and_then(|d| DateTime::parse_from_rfc3339(d).ok())
+        .map(|d| d.with_timezone(&Utc))
+}
+
+/// The percentile `p` (0..=1) of sorted values.
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+/// Resident memory of this process in MiB, where the OS says.
+fn rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kb: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kb / 1024.0)
+}
+
+/// Bytes of every file under `dir`.
+fn dir_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.metadata() {
+            Ok(m) if m.is_dir() => dir_bytes(&e.path()),
+            Ok(m) => m.len(),
+            Err(_) => 0,
+        })
+        .sum()
+}
+
+/// Measures the built store of `size`: `searches` searches cycling through the questions of
+/// `cases`, then each question once by session search for recall.
+#[allow(clippy::too_many_arguments)]
+pub fn measure(
+    layout: &Layout,
+    corpus: &Corpus,
+    size: usize,
+    config: &Config,
+    model: Arc<dyn Embedder>,
+    cases: &[Case],
+    gold_file: &Path,
+    searches: usize,
+) -> Result<Measured, BenchError> {
+    if cases.is_empty() {
+        return Err(BenchError::data(gold_file, "no question to search"));
+    }
+    let built = layout.progress(size)?;
+    if built.turns < size {
+        return Err(BenchError::data(
+            &layout.dir(size),
+            format!(
+                "the store of {size} turns holds {} so far: build it first",
+                built.turns
+            ),
+        ));
+    }
+    let dir = layout.dir(size);
+    let started = Instant::now();
+    let engine = Engine::open_existing_at(&dir, &layout.store, config.clone(), Some(model))?;
+    let open_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let filter = ScopeFilter::user(layout.scope(size)?.user_id);
+    let request = |case: &Case, k: usize, budget: Option<usize>| SearchRequest {
+        filter: filter.clone(),
+        query: case.question.clone(),
+        k: Some(k),
+        budget,
+        asked_at: asked_at(case),
+    };
+    let mut latencies = Vec::with_capacity(searches);
+    let mut first_search_ms = 0.0;
+    for i in 0..searches.max(1) {
+        let case = &cases[i % cases.len()];
+        let t = Instant::now();
+        engine.search(&request(case, SEARCH_K, Some(SEARCH_BUDGET)))?;
+        let ms = t.elapsed().as_secs_f64() * 1000.0;
+        if i == 0 {
+            first_search_ms = ms;
+        } else {
+            latencies.push(ms);
+        }
+    }
+    let rss_mib = rss_mib();
+    let mut rankings = HashMap::new();
+    for case in cases {
+        let hits = engine
+            .search_sessions(&request(case, SEARCH_K, None))?
+            .results;
+        let ranked = hits
+            .into_iter()
+            .map(|h| original_session(&h.source.session.unwrap_or_default()).to_string())
+            .collect();
+        rankings.insert(case.id.clone(), ranked);
+    }
+    let bytes = match layout.store {
+        StoreAt::Embedded => dir_bytes(&dir),
+        StoreAt::Postgres(_) => engine.stats()?.store.bytes,
+    };
+    drop(engine);
+    latencies.sort_by(f64::total_cmp);
+    // Every question is ranked: only now is gold read.
+    let gold = crate::gold::longmemeval(gold_file)?;
+    let recall = Recall::score(&rankings, &gold, &|ids| corpus.holds_all(ids, size));
+    Ok(Measured {
+        turns: built.turns,
+        bytes,
+        open_ms,
+        first_search_ms,
+        searches: latencies.len() + 1,
+        search_ms_p50: percentile(&latencies, 0.5),
+        search_ms_p99: percentile(&latencies, 0.99),
+        rss_mib,
+        recall,
+    })
+}
