@@ -3,6 +3,9 @@
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
+use std::ops::Range;
+
+use aril_embed::dot;
 
 use aril_core::ScopeFilter;
 use aril_store::{UnitKind, UnitVectors};
@@ -16,20 +19,59 @@ pub trait VectorSearch {
     -> Vec<Hit>;
 }
 
-/// One user's units, and where each id sits among them.
+/// A unit held for search: its chunks are rows `rows` of its user's vector block.
+struct Held {
+    kind: UnitKind,
+    id: String,
+    scope: aril_core::Scope,
+    rows: Range<usize>,
+}
+
+/// One user's units, their chunk vectors in one block (row after row, so a scan reads memory in
+/// order), and where each id sits among them.
 #[derive(Default)]
 struct UserVectors {
-    units: Vec<UnitVectors>,
+    units: Vec<Held>,
+    /// Every chunk vector of the user, `dim` floats each.
+    block: Vec<f32>,
+    dim: usize,
     by_id: HashMap<String, usize>,
 }
 
 impl UserVectors {
     fn push(&mut self, unit: UnitVectors) {
+        if self.dim == 0 {
+            self.dim = unit.chunks.first().map_or(0, |c| c.vector.len());
+        }
+        let first = self.block.len() / self.dim.max(1);
+        for c in &unit.chunks {
+            // One model's vectors are loaded together, so every row has its width.
+            debug_assert_eq!(c.vector.len(), self.dim);
+            self.block.extend_from_slice(&c.vector);
+        }
+        let rows = first..self.block.len() / self.dim.max(1);
         self.by_id.insert(unit.id.clone(), self.units.len());
-        self.units.push(unit);
+        self.units.push(Held {
+            kind: unit.kind,
+            id: unit.id,
+            scope: unit.scope,
+            rows,
+        });
     }
 
-    fn get(&self, id: &str) -> Option<&UnitVectors> {
+    fn row(&self, i: usize) -> &[f32] {
+        &self.block[i * self.dim..(i + 1) * self.dim]
+    }
+
+    /// The best cosine of any chunk of `unit` with `query`.
+    fn best(&self, unit: &Held, query: &[f32]) -> f32 {
+        unit.rows
+            .clone()
+            .map(|r| dot(self.row(r), query))
+            .fold(f32::MIN, f32::max)
+    }
+
+    fn get(&self, id: &str) -> Option<&Held> {
         self.by_id.get(id).map(|&i| &self.units[i])
     }
 }
@@ -64,14 +106,18 @@ impl VectorIndex {
     /// The best cosine between any chunk of unit `a` and any chunk of unit `b` (both held for
     /// some user); 0 when either is not held. One lookup per user held, no scan of units.
     pub fn similarity(&self, a: &str, b: &str) -> f32 {
-        let find = |id: &str| self.by_user.values().find_map(|held| held.get(id));
-        let (Some(a), Some(b)) = (find(a), find(b)) else {
+        let find = |id: &str| {
+            self.by_user
+                .values()
+                .find_map(|held| held.get(id).map(|unit| (held, unit)))
+        };
+        let (Some((ha, a)), Some((hb, b))) = (find(a), find(b)) else {
             return 0.0;
         };
         let mut best = 0.0f32;
-        for x in &a.chunks {
-            for y in &b.chunks {
-                best = best.max(dot(&x.vector, &y.vector));
+        for x in a.rows.clone() {
+            for y in b.rows.clone() {
+                best = best.max(dot(ha.row(x), hb.row(y)));
             }
         }
         best
@@ -83,15 +129,11 @@ impl VectorIndex {
     }
 }
 
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(p, q)| p * q).sum()
-}
-
 /// A scored unit while the best `k` are chosen: ordered best first (higher score, then smaller
 /// id), so the heap's greatest is the worst kept.
 struct Scored<'a> {
     score: f32,
-    unit: &'a UnitVectors,
+    unit: &'a Held,
 }
 
 impl Ord for Scored<'_> {
@@ -139,11 +181,7 @@ impl VectorSearch for VectorIndex {
             .iter()
             .filter(|u| kinds.contains(&u.kind) && filter.admits(&u.scope))
         {
-            let score = unit
-                .chunks
-                .iter()
-                .map(|c| dot(&c.vector, query))
-                .fold(f32::MIN, f32::max);
+            let score = held.best(unit, query);
             let candidate = Scored { score, unit };
             if best.len() < k {
                 best.push(candidate);

@@ -1,6 +1,7 @@
 //! The open segment of one conversation and the boundary decision for each new turn.
 
 use aril_core::{CloseReason, TurnId};
+use aril_embed::dot;
 use serde::{Deserialize, Serialize};
 
 use crate::SegmenterConfig;
@@ -176,10 +177,6 @@ impl Segmenter {
     pub fn flush(&self, open: &mut OpenSegment) -> Option<Closed> {
         open.take(CloseReason::Flushed, 1.0)
     }
-}
-
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 
 fn centroid<'a>(vectors: impl Iterator<Item = &'a [f32]>) -> Vec<f32> {

@@ -822,8 +822,10 @@ impl Store for SqliteStore {
 
     fn superseded(&self, user_id: &str) -> Result<HashSet<TurnId>, StoreError> {
         let conn = self.conn()?;
+        // CROSS JOIN keeps the (small) superseded set the outer loop: SQLite would otherwise
+        // walk every turn of the user and probe the set, a cost that grows with the memory.
         let mut stmt = conn.prepare_cached(
-            "SELECT s.turn_id FROM superseded s JOIN turns t ON t.id = s.turn_id \
+            "SELECT s.turn_id FROM superseded s CROSS JOIN turns t ON t.id = s.turn_id \
              WHERE t.user_id = ?1",
         )?;
         let ids = stmt
