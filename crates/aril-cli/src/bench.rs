@@ -111,6 +111,17 @@ pub(crate) fn bench_store(cli: &Cli) -> anyhow::Result<StoreAt> {
     })
 }
 
+/// Writes a report as pretty JSON and says where.
+pub(crate) fn write_json(
+    path: &std::path::Path,
+    report: &impl serde::Serialize,
+) -> anyhow::Result<()> {
+    let text = serde_json::to_string_pretty(report)?;
+    std::fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))?;
+    println!("wrote {}", path.display());
+    Ok(())
+}
+
 pub(crate) fn cache_dir(cmd: &BenchCmd) -> PathBuf {
     cmd.cache_dir.clone().unwrap_or_else(default_cache_dir)
 }
@@ -162,20 +173,11 @@ pub fn run(cli: &Cli, cmd: &BenchCmd) -> anyhow::Result<()> {
             .progress_chars("=> "),
     );
     bar.set_prefix(format!("{} {strategy}", benchmark.name()));
-    let report = aril_bench::run(
-        &options,
-        &mut |done, total| {
-            bar.set_length(total as u64);
-            bar.set_position(done as u64);
-        },
-        &cancel,
-    )?;
+    let report = aril_bench::run(&options, &mut progress::counter(&bar), &cancel)?;
     bar.finish_and_clear();
     print!("{}", report.table());
     if let Some(path) = &cmd.json {
-        let text = serde_json::to_string_pretty(&report)?;
-        std::fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))?;
-        println!("wrote {}", path.display());
+        crate::bench::write_json(path, &report)?;
     }
     if let Some(path) = &cmd.rankings {
         let mut text = String::new();

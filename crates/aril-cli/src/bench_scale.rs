@@ -87,10 +87,7 @@ pub fn run(cli: &Cli, cmd: &BenchCmd) -> anyhow::Result<()> {
             size,
             &options.engine,
             options.model.clone(),
-            &mut |done, total| {
-                bar.set_length(total as u64);
-                bar.set_position(done as u64);
-            },
+            &mut progress::counter(&bar),
             &cancel,
         )?;
         bar.finish_and_clear();
@@ -103,19 +100,14 @@ pub fn run(cli: &Cli, cmd: &BenchCmd) -> anyhow::Result<()> {
         &options,
         &cases,
         &|id| wanted.contains(id),
-        &mut |done, total| {
-            bar.set_length(total as u64);
-            bar.set_position(done as u64);
-        },
+        &mut progress::counter(&bar),
         &cancel,
     )?;
     bar.finish_and_clear();
     let report = scale::report(&options, &corpus, rows, &own)?;
     print!("{}", report.table());
     if let Some(path) = &cmd.json {
-        let text = serde_json::to_string_pretty(&report)?;
-        std::fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))?;
-        println!("wrote {}", path.display());
+        crate::bench::write_json(path, &report)?;
     }
     Ok(())
 }

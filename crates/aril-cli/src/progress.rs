@@ -41,6 +41,14 @@ pub fn units_bar(label: &str, unit: &str) -> ProgressBar {
     bar
 }
 
+/// A `(done, total)` callback that moves `bar`.
+pub fn counter(bar: &ProgressBar) -> impl FnMut(usize, usize) + '_ {
+    move |done, total| {
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+    }
+}
+
 pub fn update(bar: &ProgressBar, p: Progress) {
     bar.set_length(p.total as u64);
     bar.set_position(p.done as u64);
