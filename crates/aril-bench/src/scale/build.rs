@@ -166,6 +166,7 @@ pub fn build(
     if done.turns >= size {
         return Ok(done);
     }
+    std::fs::create_dir_all(&dir).map_err(|e| io(format!("creating {}", dir.display()), e))?;
     let scope = layout.scope(size)?;
     let mut engine = Engine::open_at(&dir, &layout.store, config.clone(), Some(model))?;
     while done.turns < size {
