@@ -96,7 +96,7 @@ const DEPTH: usize = 300;
 /// Units per question whose turns `--rankings` lists (LoCoMo).
 pub const UNITS_SHOWN: usize = 60;
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
+pub(crate) fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use aril_bench::BenchError;
-use aril_bench::scale::{self, Corpus, ScaleOptions};
+use aril_bench::scale::{self, ScaleOptions};
 use aril_embed::{MiniLm, default_model_dir};
 use aril_engine::{Config, Engine, ScopeFilter, StoreAt};
 
@@ -28,7 +28,7 @@ fn builds_resume_grow_from_a_copy_and_measure() {
         model: Arc::new(MiniLm::load(&default_model_dir()).unwrap()),
         engine: Config::default(),
     };
-    let corpus = Corpus::longmemeval(&options.data).unwrap();
+    let (cases, corpus) = scale::cases_and_corpus(&options.data).unwrap();
     let layout = options.layout().unwrap();
     let build = |size: usize, cancel: &AtomicBool| {
         scale::build::build(
@@ -72,7 +72,6 @@ fn builds_resume_grow_from_a_copy_and_measure() {
         assert_eq!(total, 300, "each stream turn stored once");
     }
 
-    let cases = scale::cases(&options.data).unwrap();
     let measured = scale::measure::measure(
         &layout,
         &corpus,

@@ -4,7 +4,7 @@
 use std::process::Command;
 
 use anyhow::Context;
-use aril_bench::scale::{self, Corpus, Measured, ScaleOptions};
+use aril_bench::scale::{self, Measured, ScaleOptions};
 
 use crate::args::{BenchCmd, Cli};
 use crate::bench::{bench_model, bench_store, cache_dir};
@@ -54,8 +54,7 @@ pub fn run(cli: &Cli, cmd: &BenchCmd) -> anyhow::Result<()> {
         model: bench_model(cli, &config)?,
         engine: config,
     };
-    let corpus = Corpus::longmemeval(&options.data)?;
-    let cases = scale::cases(&options.data)?;
+    let (cases, corpus) = scale::cases_and_corpus(&options.data)?;
     let layout = options.layout()?;
     if let Some(size) = cmd.measure_size {
         let measured = scale::measure::measure(
@@ -94,7 +93,9 @@ pub fn run(cli: &Cli, cmd: &BenchCmd) -> anyhow::Result<()> {
         eprintln!("scale: measuring {size} turns in a fresh process");
         rows.push((size, built, measure_in_child(size)?));
     }
-    let wanted = scale::counted_questions(&options, &corpus)?;
+    // Every store is measured: only now is gold read (once, for choosing and scoring).
+    let gold = aril_bench::gold::longmemeval(&options.data)?;
+    let wanted = scale::counted_questions(&options, &corpus, &gold);
     let bar = progress::units_bar("own haystacks", "questions");
     let own = scale::own_haystack_rankings(
         &options,
@@ -104,7 +105,7 @@ pub fn run(cli: &Cli, cmd: &BenchCmd) -> anyhow::Result<()> {
         &cancel,
     )?;
     bar.finish_and_clear();
-    let report = scale::report(&options, &corpus, rows, &own)?;
+    let report = scale::report(&options, &corpus, rows, &own, &gold)?;
     print!("{}", report.table());
     if let Some(path) = &cmd.json {
         crate::bench::write_json(path, &report)?;

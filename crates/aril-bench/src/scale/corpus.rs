@@ -11,7 +11,7 @@ use aril_engine::datasets::parse_longmemeval_time;
 use chrono::{DateTime, Duration, Utc};
 
 use crate::BenchError;
-use crate::data::{self, HSession};
+use crate::data::{Case, HSession};
 
 /// Marks a repeated session's id: `<original>~<pass>`.
 const PASS_MARK: char = '~';
@@ -37,12 +37,12 @@ pub struct Corpus {
 }
 
 impl Corpus {
-    /// The sessions of every question's haystack in `path` (a LongMemEval file), each once.
-    /// Turns with no text are left out, as every import leaves them out.
-    pub fn longmemeval(path: &Path) -> Result<Self, BenchError> {
+    /// The sessions of every case's haystack (the cases of `path`, a LongMemEval file), each
+    /// once. Turns with no text are left out, as every import leaves them out.
+    pub fn from_cases(path: &Path, cases: &[Case]) -> Result<Self, BenchError> {
         let mut seen = HashSet::new();
         let mut sessions = Vec::new();
-        for case in data::longmemeval(path)? {
+        for case in cases {
             for s in case.sessions.iter() {
                 if !seen.insert(s.id.clone()) {
                     continue;
@@ -159,7 +159,7 @@ mod tests {
     fn corpus() -> Corpus {
         let path = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../../../shared/data/longmemeval/longmemeval_s_dev.json");
-        Corpus::longmemeval(&path).unwrap()
+        Corpus::from_cases(&path, &crate::data::longmemeval(&path).unwrap()).unwrap()
     }
 
     #[test]

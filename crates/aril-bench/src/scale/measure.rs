@@ -19,6 +19,7 @@ use crate::BenchError;
 use crate::data::Case;
 use crate::gold::Gold;
 use crate::metrics::{fractional_recall, recall_any};
+use crate::run::percentile;
 
 /// Units a latency search returns, and the o200k tokens they may use.
 pub const SEARCH_K: usize = 10;
@@ -91,14 +92,6 @@ fn asked_at(case: &Case) -> Option<DateTime<Utc>> {
         .as_deref()
         .and_then(|d| DateTime::parse_from_rfc3339(d).ok())
         .map(|d| d.with_timezone(&Utc))
-}
-
-/// The percentile `p` (0..=1) of sorted values.
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
 /// Resident memory of this process in MiB, where the OS says.

@@ -206,21 +206,21 @@ fn human_bytes(b: u64) -> String {
 }
 
 /// The report of sizes built and measured, with the own-haystack recall of the questions each
-/// size counted (scored against the file's gold, read only here).
+/// size counted (scored against the file's `gold`).
 pub fn report(
     options: &ScaleOptions,
     corpus: &Corpus,
     rows: Vec<(usize, Progress, Measured)>,
     own: &HashMap<String, Vec<String>>,
+    gold: &HashMap<String, crate::gold::Gold>,
 ) -> Result<ScaleReport, BenchError> {
-    let gold = crate::gold::longmemeval(&options.data)?;
     let sizes = rows
         .into_iter()
         .map(|(size, built, measured)| SizeReport {
             size,
             ingest_turns_per_s: built.turns as f64 / built.ingest_s.max(1e-9),
             embedded_texts: built.embedded_texts,
-            own_haystack: Recall::score(own, &gold, &|ids| corpus.holds_all(ids, size)),
+            own_haystack: Recall::score(own, gold, &|ids| corpus.holds_all(ids, size)),
             measured,
         })
         .collect();
@@ -236,22 +236,25 @@ pub fn report(
 }
 
 /// The questions a run scores at its largest size (their gold sessions are in that store): the
-/// ones whose own-haystack recall is needed. Reads gold: call it after every store is measured.
+/// ones whose own-haystack recall is needed. Takes gold: call it after every store is measured.
 pub fn counted_questions(
     options: &ScaleOptions,
     corpus: &Corpus,
-) -> Result<std::collections::HashSet<String>, BenchError> {
+    gold: &HashMap<String, crate::gold::Gold>,
+) -> std::collections::HashSet<String> {
     let largest = options.sizes.iter().copied().max().unwrap_or(0);
-    Ok(crate::gold::longmemeval(&options.data)?
-        .into_iter()
+    gold.iter()
         .filter(|(_, g)| corpus.holds_all(&g.answer_sessions, largest))
-        .map(|(id, _)| id)
-        .collect())
+        .map(|(id, _)| id.clone())
+        .collect()
 }
 
-/// The questions of the file, as a strategy may see them.
-pub fn cases(path: &Path) -> Result<Vec<crate::data::Case>, BenchError> {
-    crate::data::longmemeval(path)
+/// The questions of the file, as a strategy may see them, and the stream built from their
+/// haystacks (the file is read once for both).
+pub fn cases_and_corpus(path: &Path) -> Result<(Vec<crate::data::Case>, Corpus), BenchError> {
+    let cases = crate::data::longmemeval(path)?;
+    let corpus = Corpus::from_cases(path, &cases)?;
+    Ok((cases, corpus))
 }
 
 #[cfg(test)]
