@@ -60,7 +60,7 @@ impl CardsView<'_> {
             None => self
                 .index
                 .vectors
-                .search(filter, query, k, &[UnitKind::Card]),
+                .search(filter, query, k, &[UnitKind::Card])?,
         })
     }
 
@@ -184,18 +184,20 @@ impl Engine {
         let mut vectors = VectorIndex::default();
         vectors.load_user(
             user_id,
+            &model,
             cards
                 .iter()
                 .filter_map(|c| {
                     stored.remove(&c.id).map(|chunks| UnitVectors {
                         kind: UnitKind::Card,
                         id: c.id.0.clone(),
+                        seq: 0,
                         scope: c.scope.clone(),
                         chunks,
                     })
                 })
                 .collect(),
-        );
+        )?;
         let lexical = match self.store.search() {
             Some(_) => None,
             None => {

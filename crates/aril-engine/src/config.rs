@@ -44,6 +44,11 @@ pub struct Config {
     pub segment_vectors: SegmentVectors,
     /// Turns committed per transaction during ingest: a crash keeps whole batches only.
     pub ingest_batch: usize,
+    /// Chunk vectors of one kind (turns, segments) from which a user's dense search runs through
+    /// an HNSW graph saved in the data directory (`vectors/`), its candidates rescored exactly,
+    /// instead of scoring every chunk. Default 20,000 (about 16k turns): below it the exact scan
+    /// costs a few milliseconds. PostgreSQL uses pgvector's HNSW whatever the size.
+    pub ann_min_chunks: usize,
     /// Language-model endpoints per role (`[llm]`, `[llm.encoder]`, ...); the `ARIL_LLM_*`
     /// environment overrides them field by field.
     pub llm: aril_llm::LlmSettings,
@@ -156,6 +161,7 @@ impl Default for Config {
             recall: RecallConfig::default(),
             segment_vectors: SegmentVectors::Pooled,
             ingest_batch: 0,
+            ann_min_chunks: 20_000,
             llm: aril_llm::LlmSettings::default(),
         }
     }

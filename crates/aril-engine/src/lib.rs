@@ -32,7 +32,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use aril_embed::{Embedder, MiniLm};
-use aril_index::{LexicalIndex, VectorIndex};
+use aril_index::{LexicalIndex, VectorIndex, VectorSettings};
 use aril_segment::Segmenter;
 use aril_store::{PgStore, SqliteStore, Store, StoreStats};
 use serde::Serialize;
@@ -69,6 +69,8 @@ pub use search::{SearchHit, SearchRequest, SearchResponse, SourceRef};
 
 /// Where the lexical index lives inside a data directory.
 const LEXICAL_DIR: &str = "lexical";
+/// Where the vector graphs of large scopes live inside a data directory.
+const VECTORS_DIR: &str = "vectors";
 const STORE_FILE: &str = "store.sqlite";
 /// Names the store the data directory's derived indexes were built from.
 const STORE_MARK: &str = "store.at";
@@ -242,7 +244,10 @@ impl Engine {
                     Box::new(store),
                     Some(LocalIndexes {
                         lexical,
-                        vectors: RwLock::default(),
+                        vectors: RwLock::new(VectorIndex::new(VectorSettings {
+                            dir: Some(dir.join(VECTORS_DIR)),
+                            ann_min_chunks: config.ann_min_chunks,
+                        })),
                         _lock: lock,
                     }),
                 )
@@ -373,12 +378,31 @@ impl Engine {
         Ok(())
     }
 
-    /// Forgets every user's card index and in-memory vectors (rebuilt from the store on use).
-    fn forget_derived(&mut self) {
+    /// Forgets every user's card index and vectors, and removes the saved vector graphs (all
+    /// rebuilt from the store on use).
+    fn forget_derived(&mut self) -> Result<(), EngineError> {
         self.card_indexes = RwLock::default();
         if let Some(local) = &mut self.local {
-            local.vectors = RwLock::default();
+            local
+                .vectors
+                .get_mut()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clear()?;
         }
+        Ok(())
+    }
+
+    /// Removes a user's saved vector graphs; called before a deletion of the user's units
+    /// reaches the store, so no file keeps a deleted vector whatever happens next.
+    fn drop_vector_files(&self, user_id: &str) -> Result<(), EngineError> {
+        if let Some(local) = &self.local {
+            local
+                .vectors
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove_files(user_id)?;
+        }
+        Ok(())
     }
 
     /// Forgets the in-memory vectors of a user (reloaded from the store on the next query).
@@ -392,12 +416,38 @@ impl Engine {
         }
     }
 
+    /// Brings a loaded user's vectors (and graphs) up to the store after a commit: the units
+    /// stored after those held are appended. A user not loaded is read whole on its next search.
+    fn catch_up_vectors(&mut self, user_id: &str) -> Result<(), EngineError> {
+        let Some(local) = &self.local else {
+            return Ok(());
+        };
+        let held = local
+            .vectors
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .held_through(user_id);
+        let Some((turns, segments)) = held else {
+            return Ok(());
+        };
+        let model = self.embedder()?.name().to_string();
+        let units = self.store.unit_vectors(&model, user_id, turns, segments)?;
+        if let Some(local) = &mut self.local {
+            local
+                .vectors
+                .get_mut()
+                .unwrap_or_else(PoisonError::into_inner)
+                .append(user_id, units)?;
+        }
+        Ok(())
+    }
+
     /// Rebuilds the lexical index from the store, drops the in-memory vectors (reloaded from
     /// the store on the next query) and stores the vectors cards lack under this model. Returns
     /// the number of units indexed. A store that searches itself has nothing to rebuild: its
     /// units are counted.
     pub fn reindex(&mut self) -> Result<u64, EngineError> {
-        self.forget_derived();
+        self.forget_derived()?;
         if let Some(local) = &mut self.local {
             local.lexical.clear()?;
         }
@@ -466,6 +516,7 @@ impl Engine {
     /// Deletes everything a filter admits from the store, the lexical index, the vector index and
     /// the embedding cache. An unknown scope is an error and changes nothing.
     pub fn delete(&mut self, filter: &ScopeFilter) -> Result<DeleteReport, EngineError> {
+        self.drop_vector_files(&filter.user_id)?;
         let report = self.store.delete(filter)?;
         if let Some(local) = &mut self.local {
             local.lexical.delete(filter)?;

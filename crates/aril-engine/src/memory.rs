@@ -203,6 +203,9 @@ impl Engine {
             .into_iter()
             .filter(|t| !versions.contains(t))
             .collect();
+        for t in &turns {
+            self.drop_vector_files(&t.turn.scope.user_id)?;
+        }
         let report = self.store.delete_turns(TurnDeletion {
             turns: versions.clone(),
             segments: holding.iter().map(|s| s.id.clone()).collect(),

@@ -21,7 +21,7 @@ use std::sync::PoisonError;
 
 use aril_core::{ScopeFilter, SegmentId, Turn, TurnId, tokens};
 use aril_embed::embed_chunked;
-use aril_index::{Hit, VectorIndex, VectorSearch};
+use aril_index::{Hit, UserVectors, VectorIndex, VectorSearch};
 use aril_recall::{pack, rrf_ranked};
 use aril_store::UnitKind;
 use chrono::{DateTime, Utc};
@@ -470,21 +470,27 @@ impl Engine {
                         .has_user(&filter.user_id)
                         .then(|| vectors.search(filter, qv, k, &[kind]))
                 };
-                let held = read(&local.vectors.read().unwrap_or_else(PoisonError::into_inner));
-                if let Some(hits) = held {
-                    return Ok(hits);
+                let held = local.vectors.read().unwrap_or_else(PoisonError::into_inner);
+                if let Some(hits) = read(&held) {
+                    return Ok(hits?);
                 }
-                // Read from the store outside the lock, so searches of other users go on; of two
-                // searches loading the same user at once, the second keeps the first's copy.
-                let units = self.store.unit_vectors(embedder.name(), &filter.user_id)?;
+                let settings = held.settings().clone();
+                drop(held);
+                // Read from the store and build outside the lock (a large user's graph may be
+                // built here), so searches of other users go on; of two searches loading the
+                // same user at once, the second keeps the first's copy.
+                let units = self
+                    .store
+                    .unit_vectors(embedder.name(), &filter.user_id, 0, 0)?;
+                let loaded = UserVectors::load(&settings, &filter.user_id, embedder.name(), units)?;
                 let mut vectors = local
                     .vectors
                     .write()
                     .unwrap_or_else(PoisonError::into_inner);
                 if !vectors.has_user(&filter.user_id) {
-                    vectors.load_user(&filter.user_id, units);
+                    vectors.insert_user(&filter.user_id, loaded);
                 }
-                Ok(vectors.search(filter, qv, k, &[kind]))
+                Ok(vectors.search(filter, qv, k, &[kind])?)
             }
             (None, None) => Err(EngineError::NoIndex),
         }

@@ -19,7 +19,7 @@ impl Engine {
     ) -> Result<MoveReport, EngineError> {
         let report =
             aril_store::transfer::copy(&*self.store, &mut *target.store, progress, cancel)?;
-        target.forget_derived();
+        target.forget_derived()?;
         target.catch_up_indexes()?;
         Ok(report)
     }

@@ -893,6 +893,66 @@ fn lost_lexical_index(place: &Place) {
     assert_eq!(engine.reindex().unwrap(), stats.lexical_units);
 }
 
+/// The saved graph files of a data directory.
+fn graph_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(dir.join("vectors"))
+        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_large_scope_is_searched_through_a_saved_graph_that_writes_keep_up_and_deletions_drop() {
+    let dir = tempfile::tempdir().unwrap();
+    // Dense turn search alone, through a graph from the first chunk on.
+    let config = Config {
+        ann_min_chunks: 1,
+        ..only_lists(|r| r.w_dense_turns = 1.0)
+    };
+    let open = || Engine::open_with_embedder(dir.path(), config.clone(), embedder()).unwrap();
+    let mut engine = open();
+    ingest(&mut engine, conversation("u"), true);
+    assert!(graph_files(dir.path()).is_empty(), "built on first search");
+    let r = search(&mut engine, "u", "which race did I enter", 1);
+    assert!(texts(&r).contains("marathon"), "{}", texts(&r));
+    assert_eq!(
+        graph_files(dir.path()).len(),
+        4,
+        "turns and segments, graph and meta"
+    );
+
+    // A write reaches the graph of a loaded user without reloading it.
+    ingest(
+        &mut engine,
+        vec![turn("u", "s3", 20, "My sister Zuleika visits in May.")],
+        false,
+    );
+    let r = search(&mut engine, "u", "when is my sister coming", 1);
+    assert!(texts(&r).contains("Zuleika"), "{}", texts(&r));
+
+    // Reopened, the saved graph is caught up with the turn it was not saved with.
+    drop(engine);
+    let mut engine = open();
+    let r = search(&mut engine, "u", "when is my sister coming", 1);
+    assert!(texts(&r).contains("Zuleika"), "{}", texts(&r));
+
+    // A deletion removes the user's graphs before the store forgets the turn; the next search
+    // builds them again from what is left.
+    let id = turn_id(&engine, "u", "s3:20");
+    engine.delete_memory(&id).unwrap();
+    assert!(graph_files(dir.path()).is_empty());
+    let r = search(&mut engine, "u", "when is my sister coming", 3);
+    assert!(!texts(&r).contains("Zuleika"), "{}", texts(&r));
+    assert_eq!(graph_files(dir.path()).len(), 4);
+
+    engine.reindex().unwrap();
+    assert!(
+        graph_files(dir.path()).is_empty(),
+        "reindex drops every graph"
+    );
+    let r = search(&mut engine, "u", "which race did I enter", 1);
+    assert!(texts(&r).contains("marathon"), "{}", texts(&r));
+}
+
 #[test]
 fn cancel_stops_between_batches_and_keeps_whole_batches() {
     let dir = tempfile::tempdir().unwrap();

@@ -8,4 +8,6 @@ pub enum IndexError {
     Open { path: String, reason: String },
     #[error("lexical index is corrupt: {0} (run `aril reindex` to rebuild it from the store)")]
     Corrupt(String),
+    #[error("vector graph {path}: {reason} (check the disk; `aril reindex` rebuilds it)")]
+    VectorFile { path: String, reason: String },
 }

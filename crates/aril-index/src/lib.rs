@@ -4,11 +4,13 @@
 //!
 //! - [`LexicalIndex`]: BM25 over unit texts (tantivy, English stemming). Cost: one tantivy query
 //!   per search; a commit per ingest batch.
-//! - [`VectorIndex`]: exact cosine search over every chunk vector of a user, held in memory and
-//!   loaded from the store on first use and never evicted. Cost: one dot product per chunk of the
-//!   user per query and a bounded heap of the best k units; `similarity` of two units is two id
-//!   lookups. The [`VectorSearch`] trait is the seam for an ANN index.
+//! - [`VectorIndex`]: cosine search over every chunk vector of a user, held in memory, loaded
+//!   from the store on first use and kept up by appends. A small block is scanned whole (one dot
+//!   product per chunk, a bounded heap of the best k units); a large one asks its HNSW graph
+//!   (`ann`, saved in the data directory) for candidates and rescores them exactly.
+//!   `similarity` of two units is two id lookups.
 
+mod ann;
 mod error;
 mod lexical;
 mod scope_stats;
@@ -17,4 +19,4 @@ mod vector;
 pub use aril_store::Hit;
 pub use error::IndexError;
 pub use lexical::{LexicalIndex, Watermark};
-pub use vector::{VectorIndex, VectorSearch};
+pub use vector::{UserVectors, VectorIndex, VectorSearch, VectorSettings};

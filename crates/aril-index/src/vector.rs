@@ -1,66 +1,118 @@
-//! Exact nearest-neighbour search over chunk vectors. A unit's score is the best cosine of any of
-//! its chunks, so a long unit is found by whichever part matches.
+//! Nearest-neighbour search over chunk vectors. A unit's score is the best cosine of any of its
+//! chunks, so a long unit is found by whichever part matches. Scores are always exact (f32): a
+//! small block of vectors is scanned whole; a large one ([`VectorSettings::ann_min_chunks`]) asks
+//! its graph ([`crate::ann`]) for candidates and rescores only them.
 
 use std::cmp::Ordering;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::ops::Range;
+use std::path::PathBuf;
 
 use aril_embed::dot;
 
-use aril_core::ScopeFilter;
+use aril_core::{Scope, ScopeFilter};
 use aril_store::{UnitKind, UnitVectors};
 
-use crate::Hit;
+use crate::ann::{Ann, AnnOwner, MAX_CHUNKS_PER_UNIT, chunk_key, key_seq};
+use crate::{Hit, IndexError};
 
-/// The seam for vector search: exact here, an ANN index (HNSW, pgvector) elsewhere.
+/// The seam for vector search: in memory here (exact, or a graph's candidates rescored),
+/// pgvector HNSW in PostgreSQL.
 pub trait VectorSearch {
     /// The `k` units with the highest best-chunk cosine to `query` inside the filter.
-    fn search(&self, filter: &ScopeFilter, query: &[f32], k: usize, kinds: &[UnitKind])
-    -> Vec<Hit>;
+    fn search(
+        &self,
+        filter: &ScopeFilter,
+        query: &[f32],
+        k: usize,
+        kinds: &[UnitKind],
+    ) -> Result<Vec<Hit>, IndexError>;
 }
 
-/// A unit held for search: its chunks are rows `rows` of its user's vector block.
+/// Where and from what size a user's vectors get a graph.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VectorSettings {
+    /// Directory the graphs are saved in; `None` keeps every block exact and in memory only.
+    pub dir: Option<PathBuf>,
+    /// Chunks of one kind from which a user's block is searched through a graph.
+    pub ann_min_chunks: usize,
+}
+
+impl Default for VectorSettings {
+    /// Exact and in memory (the card index).
+    fn default() -> Self {
+        Self {
+            dir: None,
+            ann_min_chunks: usize::MAX,
+        }
+    }
+}
+
+/// A unit held for search: its chunks are rows `rows` of its block.
 struct Held {
-    kind: UnitKind,
     id: String,
-    scope: aril_core::Scope,
+    seq: i64,
+    scope: Scope,
     rows: Range<usize>,
 }
 
-/// One user's units, their chunk vectors in one block (row after row, so a scan reads memory in
-/// order), and where each id sits among them.
-#[derive(Default)]
-struct UserVectors {
+/// One user's units of one kind, their chunk vectors in one block (row after row, so a scan
+/// reads memory in order), where each id sits among them, and the graph when the block is large.
+struct Block {
+    kind: UnitKind,
     units: Vec<Held>,
-    /// Every chunk vector of the user, `dim` floats each.
-    block: Vec<f32>,
+    /// Every chunk vector of the block, `dim` floats each.
+    rows: Vec<f32>,
     dim: usize,
     by_id: HashMap<String, usize>,
+    by_seq: HashMap<i64, usize>,
+    ann: Option<Ann>,
 }
 
-impl UserVectors {
+impl Block {
+    fn new(kind: UnitKind) -> Self {
+        Self {
+            kind,
+            units: Vec::new(),
+            rows: Vec::new(),
+            dim: 0,
+            by_id: HashMap::new(),
+            by_seq: HashMap::new(),
+            ann: None,
+        }
+    }
+
     fn push(&mut self, unit: UnitVectors) {
         if self.dim == 0 {
             self.dim = unit.chunks.first().map_or(0, |c| c.vector.len());
         }
-        let first = self.block.len() / self.dim.max(1);
+        let first = self.chunk_count();
         for c in &unit.chunks {
             // One model's vectors are loaded together, so every row has its width.
             debug_assert_eq!(c.vector.len(), self.dim);
-            self.block.extend_from_slice(&c.vector);
+            self.rows.extend_from_slice(&c.vector);
         }
-        let rows = first..self.block.len() / self.dim.max(1);
+        let rows = first..self.chunk_count();
         self.by_id.insert(unit.id.clone(), self.units.len());
+        self.by_seq.insert(unit.seq, self.units.len());
         self.units.push(Held {
-            kind: unit.kind,
             id: unit.id,
+            seq: unit.seq,
             scope: unit.scope,
             rows,
         });
     }
 
+    fn chunk_count(&self) -> usize {
+        self.rows.len() / self.dim.max(1)
+    }
+
+    fn last_seq(&self) -> i64 {
+        self.units.last().map_or(0, |u| u.seq)
+    }
+
     fn row(&self, i: usize) -> &[f32] {
-        &self.block[i * self.dim..(i + 1) * self.dim]
+        &self.rows[i * self.dim..(i + 1) * self.dim]
     }
 
     /// The best cosine of any chunk of `unit` with `query`.
@@ -74,50 +126,276 @@ impl UserVectors {
     fn get(&self, id: &str) -> Option<&Held> {
         self.by_id.get(id).map(|&i| &self.units[i])
     }
+
+    /// The graph's chunks of the units from index `from` on: key and vector.
+    fn graph_chunks(&self, from: usize) -> Vec<(u64, &[f32])> {
+        self.units[from..]
+            .iter()
+            .flat_map(|u| {
+                u.rows
+                    .clone()
+                    .take(MAX_CHUNKS_PER_UNIT)
+                    .enumerate()
+                    .map(|(i, r)| (chunk_key(u.seq, i), self.row(r)))
+            })
+            .collect()
+    }
+
+    /// Chunks the graph holds of the units up to store order `last_seq`.
+    fn graph_size_through(&self, last_seq: i64) -> usize {
+        self.units
+            .iter()
+            .take_while(|u| u.seq <= last_seq)
+            .map(|u| u.rows.len().min(MAX_CHUNKS_PER_UNIT))
+            .sum()
+    }
+
+    /// Gives the block its graph when it is large enough and has none: the saved one brought up
+    /// to date, else one built from the block and saved.
+    fn ensure_graph(
+        &mut self,
+        settings: &VectorSettings,
+        user: &str,
+        model: &str,
+    ) -> Result<(), IndexError> {
+        let Some(dir) = &settings.dir else {
+            return Ok(());
+        };
+        if self.ann.is_some() || self.chunk_count() < settings.ann_min_chunks || self.dim == 0 {
+            return Ok(());
+        }
+        let owner = AnnOwner {
+            user: user.to_string(),
+            kind: self.kind,
+            model: model.to_string(),
+            dim: self.dim,
+        };
+        let (mut ann, from) = match Ann::open(dir, &owner, |last| self.graph_size_through(last)) {
+            Some(ann) => {
+                let from = self.units.partition_point(|u| u.seq <= ann.last_seq);
+                (ann, from)
+            }
+            None => {
+                tracing::info!(
+                    user,
+                    kind = self.kind.as_str(),
+                    chunks = self.chunk_count(),
+                    "building the vector graph"
+                );
+                (Ann::new(dir, owner)?, 0)
+            }
+        };
+        if from < self.units.len() {
+            ann.add(&self.graph_chunks(from), self.last_seq())?;
+            ann.save()?;
+        }
+        self.ann = Some(ann);
+        Ok(())
+    }
+
+    /// Appends units (store order after the block's) and keeps the graph up with them.
+    fn append(
+        &mut self,
+        units: Vec<UnitVectors>,
+        settings: &VectorSettings,
+        user: &str,
+        model: &str,
+    ) -> Result<(), IndexError> {
+        let from = self.units.len();
+        units.into_iter().for_each(|u| self.push(u));
+        if self.ann.is_none() {
+            return self.ensure_graph(settings, user, model);
+        }
+        let Some(mut ann) = self.ann.take() else {
+            return Ok(());
+        };
+        // A graph that failed to take every chunk is dropped: the next load rebuilds it.
+        ann.add(&self.graph_chunks(from), self.last_seq())?;
+        let saved = match ann.worth_saving() {
+            true => ann.save(),
+            false => Ok(()),
+        };
+        self.ann = Some(ann);
+        saved
+    }
+
+    /// Pushes this block's best units for `query` into `best` (kept at `k`): every unit scored
+    /// when there is no graph, else the units of the graph's candidate chunks.
+    fn search_into<'a>(
+        &'a self,
+        filter: &ScopeFilter,
+        query: &[f32],
+        k: usize,
+        best: &mut BinaryHeap<Scored<'a>>,
+    ) -> Result<(), IndexError> {
+        let mut offer = |unit: &'a Held| {
+            let candidate = Scored {
+                score: self.best(unit, query),
+                unit,
+                kind: self.kind,
+            };
+            if best.len() < k {
+                best.push(candidate);
+            } else if best.peek().is_some_and(|worst| candidate < *worst) {
+                best.pop();
+                best.push(candidate);
+            }
+        };
+        let Some(ann) = &self.ann else {
+            self.units
+                .iter()
+                .filter(|u| filter.admits(&u.scope))
+                .for_each(offer);
+            return Ok(());
+        };
+        let unit_of = |key: u64| self.by_seq.get(&key_seq(key)).map(|&i| &self.units[i]);
+        let narrowed = filter.agent_id.is_some() || filter.run_id.is_some();
+        let keep = |key: u64| unit_of(key).is_some_and(|u| filter.admits(&u.scope));
+        // A unit has about two chunks: three times `k` chunks name enough distinct units.
+        let keys = ann.search(
+            query,
+            (3 * k).max(k + 32),
+            narrowed.then_some(&keep as &dyn Fn(u64) -> bool),
+        )?;
+        let mut seen = HashSet::new();
+        for unit in keys.into_iter().filter_map(unit_of) {
+            if seen.insert(unit.seq) && filter.admits(&unit.scope) {
+                offer(unit);
+            }
+        }
+        Ok(())
+    }
 }
 
-/// All chunk vectors of the users loaded so far, in memory.
+/// One user's blocks, one per kind held.
+pub struct UserVectors {
+    blocks: Vec<Block>,
+    model: String,
+}
+
+impl UserVectors {
+    /// A user's units (each kind in store order) as blocks, the large ones with their graphs
+    /// (opened from `settings.dir`, or built and saved there). Built without any lock held, so a
+    /// long graph build does not stop searches of other users.
+    pub fn load(
+        settings: &VectorSettings,
+        user: &str,
+        model: &str,
+        units: Vec<UnitVectors>,
+    ) -> Result<Self, IndexError> {
+        let mut held = Self {
+            blocks: Vec::new(),
+            model: model.to_string(),
+        };
+        for u in units {
+            held.block_mut(u.kind).push(u);
+        }
+        for block in &mut held.blocks {
+            block.ensure_graph(settings, user, model)?;
+        }
+        Ok(held)
+    }
+
+    fn block_mut(&mut self, kind: UnitKind) -> &mut Block {
+        match self.blocks.iter().position(|b| b.kind == kind) {
+            Some(i) => &mut self.blocks[i],
+            None => {
+                self.blocks.push(Block::new(kind));
+                let last = self.blocks.len() - 1;
+                &mut self.blocks[last]
+            }
+        }
+    }
+
+    fn get(&self, id: &str) -> Option<(&Block, &Held)> {
+        self.blocks
+            .iter()
+            .find_map(|b| b.get(id).map(|unit| (b, unit)))
+    }
+}
+
+/// The users loaded so far: their vectors in memory, large blocks with a graph.
 #[derive(Default)]
 pub struct VectorIndex {
+    settings: VectorSettings,
     by_user: HashMap<String, UserVectors>,
 }
 
 impl VectorIndex {
+    pub fn new(settings: VectorSettings) -> Self {
+        Self {
+            settings,
+            by_user: HashMap::new(),
+        }
+    }
+
+    pub fn settings(&self) -> &VectorSettings {
+        &self.settings
+    }
+
     pub fn has_user(&self, user_id: &str) -> bool {
         self.by_user.contains_key(user_id)
     }
 
-    /// Replaces what is held for a user (after loading it from the store).
-    pub fn load_user(&mut self, user_id: &str, units: Vec<UnitVectors>) {
-        let mut held = UserVectors::default();
-        units.into_iter().for_each(|u| held.push(u));
+    /// The highest store order held for a user's turns and segments (`None` when not loaded):
+    /// the units after them are what [`VectorIndex::append`] is given.
+    pub fn held_through(&self, user_id: &str) -> Option<(i64, i64)> {
+        let held = self.by_user.get(user_id)?;
+        let last = |kind| {
+            held.blocks
+                .iter()
+                .find(|b| b.kind == kind)
+                .map_or(0, Block::last_seq)
+        };
+        Some((last(UnitKind::Turn), last(UnitKind::Segment)))
+    }
+
+    /// Holds a user's vectors (see [`UserVectors::load`]), replacing what was held.
+    pub fn insert_user(&mut self, user_id: &str, held: UserVectors) {
         self.by_user.insert(user_id.to_string(), held);
     }
 
-    /// Adds units of users already loaded; units of users not loaded are left for their load.
-    pub fn add(&mut self, units: Vec<UnitVectors>) {
-        for u in units {
-            if let Some(held) = self.by_user.get_mut(&u.scope.user_id) {
-                held.push(u);
+    /// Loads a user's units and holds them (see [`UserVectors::load`]).
+    pub fn load_user(
+        &mut self,
+        user_id: &str,
+        model: &str,
+        units: Vec<UnitVectors>,
+    ) -> Result<(), IndexError> {
+        let held = UserVectors::load(&self.settings, user_id, model, units)?;
+        self.insert_user(user_id, held);
+        Ok(())
+    }
+
+    /// Adds a loaded user's units stored after those held (each kind in store order), graphs
+    /// included; a user not loaded is left for its load.
+    pub fn append(&mut self, user_id: &str, units: Vec<UnitVectors>) -> Result<(), IndexError> {
+        let Some(held) = self.by_user.get_mut(user_id) else {
+            return Ok(());
+        };
+        let model = held.model.clone();
+        for kind in [UnitKind::Turn, UnitKind::Segment, UnitKind::Card] {
+            let of_kind: Vec<UnitVectors> =
+                units.iter().filter(|u| u.kind == kind).cloned().collect();
+            if !of_kind.is_empty() {
+                held.block_mut(kind)
+                    .append(of_kind, &self.settings, user_id, &model)?;
             }
         }
+        Ok(())
     }
 
     /// The best cosine between any chunk of unit `a` and any chunk of unit `b` (both held for
     /// some user); 0 when either is not held. One lookup per user held, no scan of units.
     pub fn similarity(&self, a: &str, b: &str) -> f32 {
-        let find = |id: &str| {
-            self.by_user
-                .values()
-                .find_map(|held| held.get(id).map(|unit| (held, unit)))
-        };
-        let (Some((ha, a)), Some((hb, b))) = (find(a), find(b)) else {
+        let find = |id: &str| self.by_user.values().find_map(|held| held.get(id));
+        let (Some((ba, a)), Some((bb, b))) = (find(a), find(b)) else {
             return 0.0;
         };
         let mut best = 0.0f32;
         for x in a.rows.clone() {
             for y in b.rows.clone() {
-                best = best.max(dot(ha.row(x), hb.row(y)));
+                best = best.max(dot(ba.row(x), bb.row(y)));
             }
         }
         best
@@ -127,6 +405,32 @@ impl VectorIndex {
     pub fn evict(&mut self, user_id: &str) {
         self.by_user.remove(user_id);
     }
+
+    /// Removes a user's saved graphs; run before a deletion of the user's units reaches the
+    /// store, so no file keeps a deleted vector (the next load rebuilds them).
+    pub fn remove_files(&self, user_id: &str) -> Result<(), IndexError> {
+        match &self.settings.dir {
+            Some(dir) => Ann::remove_files(dir, user_id),
+            None => Ok(()),
+        }
+    }
+
+    /// Forgets every user and removes every saved graph (`aril reindex`).
+    pub fn clear(&mut self) -> Result<(), IndexError> {
+        self.by_user.clear();
+        if let Some(dir) = &self.settings.dir {
+            match std::fs::remove_dir_all(dir) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(IndexError::VectorFile {
+                        path: dir.display().to_string(),
+                        reason: format!("removing: {e}"),
+                    });
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
 }
 
 /// A scored unit while the best `k` are chosen: ordered best first (higher score, then smaller
@@ -134,6 +438,7 @@ impl VectorIndex {
 struct Scored<'a> {
     score: f32,
     unit: &'a Held,
+    kind: UnitKind,
 }
 
 impl Ord for Scored<'_> {
@@ -160,44 +465,34 @@ impl PartialEq for Scored<'_> {
 impl Eq for Scored<'_> {}
 
 impl VectorSearch for VectorIndex {
-    /// One pass over the user's chunks keeping the best `k` in a heap: nothing is cloned or
-    /// sorted but the `k` returned.
+    /// Each block of a wanted kind offers its units to one heap of the best `k`: nothing is
+    /// cloned or sorted but the `k` returned.
     fn search(
         &self,
         filter: &ScopeFilter,
         query: &[f32],
         k: usize,
         kinds: &[UnitKind],
-    ) -> Vec<Hit> {
+    ) -> Result<Vec<Hit>, IndexError> {
         let Some(held) = self.by_user.get(&filter.user_id) else {
-            return Vec::new();
+            return Ok(Vec::new());
         };
         if k == 0 {
-            return Vec::new();
+            return Ok(Vec::new());
         }
         let mut best: BinaryHeap<Scored<'_>> = BinaryHeap::with_capacity(k + 1);
-        for unit in held
-            .units
-            .iter()
-            .filter(|u| kinds.contains(&u.kind) && filter.admits(&u.scope))
-        {
-            let score = held.best(unit, query);
-            let candidate = Scored { score, unit };
-            if best.len() < k {
-                best.push(candidate);
-            } else if best.peek().is_some_and(|worst| candidate < *worst) {
-                best.pop();
-                best.push(candidate);
-            }
+        for block in held.blocks.iter().filter(|b| kinds.contains(&b.kind)) {
+            block.search_into(filter, query, k, &mut best)?;
         }
-        best.into_sorted_vec()
+        Ok(best
+            .into_sorted_vec()
             .into_iter()
             .map(|s| Hit {
-                kind: s.unit.kind,
+                kind: s.kind,
                 id: s.unit.id.clone(),
                 score: s.score,
             })
-            .collect()
+            .collect())
     }
 }
 
@@ -211,6 +506,7 @@ mod tests {
         UnitVectors {
             kind: UnitKind::Turn,
             id: id.into(),
+            seq: 0,
             scope: Scope::user(user).unwrap(),
             chunks: vectors
                 .iter()
@@ -228,13 +524,18 @@ mod tests {
         let mut idx = VectorIndex::default();
         idx.load_user(
             "u",
+            "m",
             vec![
                 unit("a", "u", &[[1.0, 0.0]]),
                 unit("b", "u", &[[0.0, 1.0], [0.8, 0.6]]),
             ],
-        );
-        idx.add(vec![unit("c", "v", &[[1.0, 0.0]])]);
-        let hits = idx.search(&ScopeFilter::user("u"), &[0.6, 0.8], 5, &[UnitKind::Turn]);
+        )
+        .unwrap();
+        idx.append("v", vec![unit("c", "v", &[[1.0, 0.0]])])
+            .unwrap();
+        let hits = idx
+            .search(&ScopeFilter::user("u"), &[0.6, 0.8], 5, &[UnitKind::Turn])
+            .unwrap();
         assert_eq!(
             hits.iter().map(|h| h.id.as_str()).collect::<Vec<_>>(),
             vec!["b", "a"]
@@ -242,6 +543,7 @@ mod tests {
         assert!((hits[0].score - 0.96).abs() < 1e-6);
         assert!(
             idx.search(&ScopeFilter::user("v"), &[1.0, 0.0], 5, &[UnitKind::Turn])
+                .unwrap()
                 .is_empty()
         );
     }
@@ -257,9 +559,11 @@ mod tests {
             units.push(unit(&id, "u", &[[angle.cos(), angle.sin()], [0.0, -1.0]]));
         }
         let mut idx = VectorIndex::default();
-        idx.load_user("u", units);
+        idx.load_user("u", "m", units).unwrap();
         let query = [0.8f32, 0.6];
-        let everything = idx.search(&ScopeFilter::user("u"), &query, 1000, &[UnitKind::Turn]);
+        let everything = idx
+            .search(&ScopeFilter::user("u"), &query, 1000, &[UnitKind::Turn])
+            .unwrap();
         assert_eq!(everything.len(), 40);
         let mut sorted = everything.clone();
         sorted.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.id.cmp(&b.id)));
@@ -268,7 +572,9 @@ mod tests {
             "a search returns best first, ties by id"
         );
         for k in [0, 1, 2, 5, 17, 39, 40] {
-            let top = idx.search(&ScopeFilter::user("u"), &query, k, &[UnitKind::Turn]);
+            let top = idx
+                .search(&ScopeFilter::user("u"), &query, k, &[UnitKind::Turn])
+                .unwrap();
             assert_eq!(top, sorted[..k], "k = {k}");
         }
     }
@@ -276,8 +582,10 @@ mod tests {
     #[test]
     fn similarity_is_the_best_chunk_pair_of_two_held_units() {
         let mut idx = VectorIndex::default();
-        idx.load_user("u", vec![unit("a", "u", &[[1.0, 0.0], [0.0, 1.0]])]);
-        idx.load_user("v", vec![unit("b", "v", &[[0.6, 0.8]])]);
+        idx.load_user("u", "m", vec![unit("a", "u", &[[1.0, 0.0], [0.0, 1.0]])])
+            .unwrap();
+        idx.load_user("v", "m", vec![unit("b", "v", &[[0.6, 0.8]])])
+            .unwrap();
         assert!((idx.similarity("a", "b") - 0.8).abs() < 1e-6);
         assert_eq!(idx.similarity("a", "missing"), 0.0);
         idx.evict("v");

@@ -237,7 +237,7 @@ pub struct CommitReport {
 }
 
 /// Which kind of unit a vector or search hit belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum UnitKind {
     Turn,
@@ -279,6 +279,8 @@ pub struct UnitText {
 pub struct UnitVectors {
     pub kind: UnitKind,
     pub id: String,
+    /// Store order of the unit inside its kind (as [`UnitText::seq`]); cards have none (0).
+    pub seq: i64,
     pub scope: Scope,
     pub chunks: Vec<StoredChunk>,
 }
@@ -518,8 +520,15 @@ pub trait Store: Send + Sync {
         model: &str,
         hashes: &[String],
     ) -> Result<HashMap<String, Embedding>, StoreError>;
-    /// The chunk vectors of every unit of a user, under `model`.
-    fn unit_vectors(&self, model: &str, user_id: &str) -> Result<Vec<UnitVectors>, StoreError>;
+    /// The chunk vectors, under `model`, of the units of a user with a store order above the
+    /// given ones (turns, segments; 0 and 0 for all of them), each kind in store order.
+    fn unit_vectors(
+        &self,
+        model: &str,
+        user_id: &str,
+        turn_after: i64,
+        segment_after: i64,
+    ) -> Result<Vec<UnitVectors>, StoreError>;
     /// Units with a store order above the given ones (turns, segments), for index catch-up.
     fn units_after(&self, turn_seq: i64, segment_seq: i64) -> Result<Vec<UnitText>, StoreError>;
     /// Removes everything of the scopes a filter admits: turns, segments, open segments, and cached

@@ -607,28 +607,39 @@ impl Store for SqliteStore {
             .collect())
     }
 
-    fn unit_vectors(&self, model: &str, user_id: &str) -> Result<Vec<UnitVectors>, StoreError> {
+    fn unit_vectors(
+        &self,
+        model: &str,
+        user_id: &str,
+        turn_after: i64,
+        segment_after: i64,
+    ) -> Result<Vec<UnitVectors>, StoreError> {
         let conn = self.conn()?;
         let mut out = Vec::new();
-        for (kind, table) in [(UnitKind::Turn, "turns"), (UnitKind::Segment, "segments")] {
+        for (kind, table, after) in [
+            (UnitKind::Turn, "turns", turn_after),
+            (UnitKind::Segment, "segments", segment_after),
+        ] {
             let mut stmt = conn.prepare(&format!(
-                "SELECT u.id, u.user_id, u.agent_id, u.run_id, e.chunks FROM {table} u \
+                "SELECT u.id, u.user_id, u.agent_id, u.run_id, e.chunks, u.seq FROM {table} u \
                  JOIN embeddings e ON e.model = ?1 AND e.text_hash = u.text_hash \
-                 WHERE u.user_id = ?2 ORDER BY u.seq"
+                 WHERE u.user_id = ?2 AND u.seq > ?3 ORDER BY u.seq"
             ))?;
             let rows = stmt
-                .query_map(params![model, user_id], |r| {
+                .query_map(params![model, user_id, after], |r| {
                     Ok((
                         r.get::<_, String>(0)?,
                         scope_from_row(r, 1)?,
                         r.get::<_, Vec<u8>>(4)?,
+                        r.get::<_, i64>(5)?,
                     ))
                 })?
                 .collect::<Result<Vec<_>, _>>()?;
-            for (id, scope, blob) in rows {
+            for (id, scope, blob, seq) in rows {
                 out.push(UnitVectors {
                     kind,
                     id,
+                    seq,
                     scope,
                     chunks: codec::decode(&blob)?,
                 });

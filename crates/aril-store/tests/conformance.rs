@@ -9,7 +9,7 @@ use aril_segment::OpenSegment;
 use aril_store::scratch::ScratchDatabase;
 use aril_store::{
     Embedding, PgStore, RevisionRecord, SegmentRecord, SqliteStore, Store, StoreError, StoredChunk,
-    TurnDeletion, TurnRecord, WriteBatch,
+    TurnDeletion, TurnRecord, UnitKind, WriteBatch,
 };
 use chrono::Utc;
 
@@ -179,8 +179,16 @@ fn delete_takes_one_scope_and_its_unshared_vectors(place: &Place) {
     );
     let stats = store.stats().unwrap();
     assert_eq!((stats.turns, stats.segments, stats.embeddings), (3, 1, 4));
-    assert!(store.unit_vectors("m", "a").unwrap().is_empty());
-    assert_eq!(store.unit_vectors("m", "b").unwrap().len(), 4);
+    assert!(store.unit_vectors("m", "a", 0, 0).unwrap().is_empty());
+    let held = store.unit_vectors("m", "b", 0, 0).unwrap();
+    assert_eq!(held.len(), 4);
+    // Asked for what lies past the first turn and the first segment, the rest of them come.
+    let first = |kind: UnitKind| held.iter().find(|u| u.kind == kind).unwrap().seq;
+    let past = store
+        .unit_vectors("m", "b", first(UnitKind::Turn), first(UnitKind::Segment))
+        .unwrap();
+    assert_eq!(past.len(), held.len() - 2);
+    assert!(past.iter().all(|u| held.contains(u)));
     store.check_integrity().unwrap();
     assert!(matches!(
         store.delete(&ScopeFilter::user("nobody")),

@@ -576,22 +576,32 @@ impl Store for PgStore {
             .collect()
     }
 
-    fn unit_vectors(&self, model: &str, user_id: &str) -> Result<Vec<UnitVectors>, StoreError> {
+    fn unit_vectors(
+        &self,
+        model: &str,
+        user_id: &str,
+        turn_after: i64,
+        segment_after: i64,
+    ) -> Result<Vec<UnitVectors>, StoreError> {
         let mut out = Vec::new();
         let mut client = self.conn()?;
-        for (kind, table) in [(UnitKind::Turn, "turns"), (UnitKind::Segment, "segments")] {
+        for (kind, table, after) in [
+            (UnitKind::Turn, "turns", turn_after),
+            (UnitKind::Segment, "segments", segment_after),
+        ] {
             let rows = client.query(
                 &format!(
-                    "SELECT u.id, u.user_id, u.agent_id, u.run_id, e.chunks FROM {table} u \
+                    "SELECT u.id, u.user_id, u.agent_id, u.run_id, e.chunks, u.seq FROM {table} u \
                      JOIN embeddings e ON e.model = $1 AND e.text_hash = u.text_hash \
-                     WHERE u.user_id = $2 ORDER BY u.seq"
+                     WHERE u.user_id = $2 AND u.seq > $3 ORDER BY u.seq"
                 ),
-                &[&model, &user_id],
+                &[&model, &user_id, &after],
             )?;
             for r in &rows {
                 out.push(UnitVectors {
                     kind,
                     id: r.try_get(0)?,
+                    seq: r.try_get(5)?,
                     scope: scope_at(r, 1)?,
                     chunks: codec::decode(r.try_get(4)?)?,
                 });

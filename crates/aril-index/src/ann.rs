@@ -1,0 +1,283 @@
+//! An approximate nearest-neighbour graph (HNSW, `usearch`, 8-bit scalars) over the chunk vectors
+//! of one user's units of one kind, kept in the data directory so a large scope opens without
+//! rebuilding it. It only proposes candidates: [`crate::VectorIndex`] rescores them with the
+//! exact f32 vectors, so its 8-bit copies never decide a score.
+//!
+//! A chunk's key is its unit's store order and its place in the unit ([`chunk_key`]), so keys stay
+//! valid whatever else is loaded or deleted. Files: `<stem>.usearch` (the graph) and `<stem>.json`
+//! ([`AnnMeta`]: whose vectors, up to which store order, how many). A save writes the graph to a
+//! temporary file, removes the meta, renames the graph and writes the meta last: a `kill -9` at
+//! any point leaves either a meta that describes its graph or no meta, and no meta means a
+//! rebuild. Graphs are only ever added to: [`Ann::remove_files`] runs before a deletion reaches
+//! the store (the next load rebuilds the graph from what remains), so no file keeps a deleted
+//! vector.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use aril_store::UnitKind;
+use serde::{Deserialize, Serialize};
+use usearch::{Index, IndexOptions, MetricKind, ScalarKind};
+
+use crate::IndexError;
+
+/// Chunks of one unit the graph holds at most; a unit's later chunks are still scored when the
+/// unit is a candidate (rescoring reads every chunk).
+pub(crate) const MAX_CHUNKS_PER_UNIT: usize = 1 << CHUNK_BITS;
+const CHUNK_BITS: u32 = 12;
+const FORMAT: u32 = 1;
+
+/// The graph's key of chunk `chunk` of the unit with store order `seq`.
+pub(crate) fn chunk_key(seq: i64, chunk: usize) -> u64 {
+    ((seq as u64) << CHUNK_BITS) | chunk as u64
+}
+
+/// The store order of the unit a key belongs to.
+pub(crate) fn key_seq(key: u64) -> i64 {
+    (key >> CHUNK_BITS) as i64
+}
+
+/// What a graph file holds, written beside it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct AnnMeta {
+    format: u32,
+    user: String,
+    kind: UnitKind,
+    model: String,
+    dim: usize,
+    /// Every chunk of the units up to this store order is in the graph, none after it.
+    pub(crate) last_seq: i64,
+    /// Chunks in the graph.
+    size: usize,
+    /// Bytes of the graph file.
+    bytes: u64,
+}
+
+/// Whose vectors a graph holds.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct AnnOwner {
+    pub(crate) user: String,
+    pub(crate) kind: UnitKind,
+    pub(crate) model: String,
+    pub(crate) dim: usize,
+}
+
+impl AnnOwner {
+    /// The file stem of this owner's graph inside `dir`: the user id hashed (ids may hold any
+    /// character), the kind in clear.
+    pub(crate) fn stem(&self, dir: &Path) -> PathBuf {
+        let hash = blake3::hash(self.user.as_bytes()).to_hex();
+        dir.join(format!("{}-{}", &hash[..24], self.kind.as_str()))
+    }
+}
+
+/// One user's graph of one kind, in memory, with where it is saved.
+pub(crate) struct Ann {
+    index: Index,
+    owner: AnnOwner,
+    stem: PathBuf,
+    pub(crate) last_seq: i64,
+    /// Chunks added since the last save.
+    unsaved: usize,
+}
+
+fn options(dim: usize) -> IndexOptions {
+    IndexOptions {
+        dimensions: dim,
+        // Vectors are unit length: the inner product is the cosine.
+        metric: MetricKind::IP,
+        quantization: ScalarKind::I8,
+        connectivity: 0,
+        expansion_add: 0,
+        expansion_search: 0,
+        multi: false,
+    }
+}
+
+fn ann_error(stem: &Path, what: &str, cause: impl std::fmt::Display) -> IndexError {
+    IndexError::VectorFile {
+        path: stem.display().to_string(),
+        reason: format!("{what}: {cause}"),
+    }
+}
+
+impl Ann {
+    /// An empty graph for `owner`, saved under `dir`.
+    pub(crate) fn new(dir: &Path, owner: AnnOwner) -> Result<Self, IndexError> {
+        let stem = owner.stem(dir);
+        let index = Index::new(&options(owner.dim)).map_err(|e| ann_error(&stem, "creating", e))?;
+        Ok(Self {
+            index,
+            owner,
+            stem,
+            last_seq: 0,
+            unsaved: 0,
+        })
+    }
+
+    /// The saved graph of `owner`, if a complete one is there and it holds `expected` chunks
+    /// (what the store has up to its `last_seq`, given by the caller). Anything else — no file,
+    /// another model, a count that does not match — is `None`: the caller rebuilds.
+    pub(crate) fn open(
+        dir: &Path,
+        owner: &AnnOwner,
+        expected: impl FnOnce(i64) -> usize,
+    ) -> Option<Self> {
+        let stem = owner.stem(dir);
+        let meta: AnnMeta = serde_json::from_slice(&fs::read(stem.with_extension("json")).ok()?)
+            .map_err(|e| tracing::warn!(path = %stem.display(), "unreadable vector graph meta, rebuilding: {e}"))
+            .ok()?;
+        let graph = stem.with_extension("usearch");
+        let bytes = fs::metadata(&graph).ok()?.len();
+        let fits = meta.format == FORMAT
+            && meta.user == owner.user
+            && meta.kind == owner.kind
+            && meta.model == owner.model
+            && meta.dim == owner.dim
+            && meta.bytes == bytes
+            && meta.size == expected(meta.last_seq);
+        if !fits {
+            tracing::info!(path = %stem.display(), "vector graph does not match the store; rebuilding it");
+            return None;
+        }
+        let index = Index::new(&options(owner.dim)).ok()?;
+        if let Err(e) = index.load(&graph.to_string_lossy()) {
+            tracing::warn!(path = %graph.display(), "unreadable vector graph, rebuilding: {e}");
+            return None;
+        }
+        (index.size() == meta.size).then(|| Self {
+            index,
+            owner: owner.clone(),
+            stem,
+            last_seq: meta.last_seq,
+            unsaved: 0,
+        })
+    }
+
+    /// Adds chunks (`key`, unit-length vector); `last_seq` is the highest unit order now held.
+    /// Many chunks (a build) are inserted from one thread per core.
+    pub(crate) fn add(
+        &mut self,
+        chunks: &[(u64, &[f32])],
+        last_seq: i64,
+    ) -> Result<(), IndexError> {
+        let need = self.index.size() + chunks.len();
+        if need > self.index.capacity() {
+            self.index
+                .reserve(need.max(2 * self.index.capacity()).max(1024))
+                .map_err(|e| ann_error(&self.stem, "reserving", e))?;
+        }
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let part = chunks.len().div_ceil(threads).max(1_000);
+        let index = &self.index;
+        let added: Result<(), String> = std::thread::scope(|s| {
+            let workers: Vec<_> = chunks
+                .chunks(part)
+                .map(|part| {
+                    s.spawn(move || {
+                        part.iter()
+                            .try_for_each(|(key, v)| index.add(*key, v).map_err(|e| e.to_string()))
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .try_for_each(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+        });
+        added.map_err(|e| ann_error(&self.stem, "adding a vector", e))?;
+        self.unsaved += chunks.len();
+        self.last_seq = self.last_seq.max(last_seq);
+        Ok(())
+    }
+
+    /// The `count` keys nearest `query` (by their 8-bit copies) that `keep` admits.
+    pub(crate) fn search(
+        &self,
+        query: &[f32],
+        count: usize,
+        keep: Option<&dyn Fn(u64) -> bool>,
+    ) -> Result<Vec<u64>, IndexError> {
+        self.index.change_expansion_search(count.max(64));
+        let found = match keep {
+            None => self.index.search(query, count),
+            Some(keep) => self.index.filtered_search(query, count, keep),
+        };
+        found
+            .map(|m| m.keys)
+            .map_err(|e| ann_error(&self.stem, "searching", e))
+    }
+
+    /// Whether the graph has changed enough since its last save to save it again: a tenth of
+    /// its size, and at least a few thousand chunks (a save writes the whole graph).
+    pub(crate) fn worth_saving(&self) -> bool {
+        self.unsaved >= (self.index.size() / 10).max(2_000)
+    }
+
+    /// Writes the graph and its meta (see the module doc for the order that survives a kill).
+    pub(crate) fn save(&mut self) -> Result<(), IndexError> {
+        let io = |what: &str, e: std::io::Error| ann_error(&self.stem, what, e);
+        if let Some(parent) = self.stem.parent() {
+            fs::create_dir_all(parent).map_err(|e| io("creating the directory", e))?;
+        }
+        let graph = self.stem.with_extension("usearch");
+        let meta_path = self.stem.with_extension("json");
+        let tmp = self.stem.with_extension("usearch.tmp");
+        self.index
+            .save(&tmp.to_string_lossy())
+            .map_err(|e| ann_error(&self.stem, "saving", e))?;
+        fs::File::open(&tmp)
+            .and_then(|f| f.sync_all())
+            .map_err(|e| io("syncing", e))?;
+        remove_if_there(&meta_path).map_err(|e| io("removing the old meta", e))?;
+        fs::rename(&tmp, &graph).map_err(|e| io("renaming", e))?;
+        let meta = AnnMeta {
+            format: FORMAT,
+            user: self.owner.user.clone(),
+            kind: self.owner.kind,
+            model: self.owner.model.clone(),
+            dim: self.owner.dim,
+            last_seq: self.last_seq,
+            size: self.index.size(),
+            bytes: fs::metadata(&graph).map_err(|e| io("reading", e))?.len(),
+        };
+        let meta_tmp = self.stem.with_extension("json.tmp");
+        let mut file = fs::File::create(&meta_tmp).map_err(|e| io("writing the meta", e))?;
+        file.write_all(&serde_json::to_vec(&meta).unwrap_or_default())
+            .and_then(|()| file.sync_all())
+            .map_err(|e| io("writing the meta", e))?;
+        fs::rename(&meta_tmp, &meta_path).map_err(|e| io("renaming the meta", e))?;
+        if let Some(parent) = self.stem.parent() {
+            fs::File::open(parent)
+                .and_then(|d| d.sync_all())
+                .map_err(|e| io("syncing the directory", e))?;
+        }
+        self.unsaved = 0;
+        Ok(())
+    }
+
+    /// Removes the saved graph files of `owner` (before a deletion reaches the store).
+    pub(crate) fn remove_files(dir: &Path, owner_user: &str) -> Result<(), IndexError> {
+        for kind in [UnitKind::Turn, UnitKind::Segment] {
+            let stem = AnnOwner {
+                user: owner_user.to_string(),
+                kind,
+                model: String::new(),
+                dim: 0,
+            }
+            .stem(dir);
+            for ext in ["json", "usearch", "usearch.tmp", "json.tmp"] {
+                let path = stem.with_extension(ext);
+                remove_if_there(&path).map_err(|e| ann_error(&stem, "removing", e))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn remove_if_there(path: &Path) -> std::io::Result<()> {
+    match fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}

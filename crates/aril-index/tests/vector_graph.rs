@@ -1,0 +1,243 @@
+//! The vector index of a large block: candidates from its HNSW graph, rescored exactly; the graph
+//! saved in the data directory, reopened instead of rebuilt, caught up with what was stored after
+//! its save, rebuilt when its files do not describe the store, and removed on request.
+
+use std::path::Path;
+
+use aril_core::{Scope, ScopeFilter};
+use aril_index::{VectorIndex, VectorSearch, VectorSettings};
+use aril_store::{StoredChunk, UnitKind, UnitVectors};
+
+const DIM: usize = 32;
+
+/// A deterministic generator of unit vectors around a few hundred directions (text embeddings
+/// cluster by topic).
+struct Vectors {
+    state: u64,
+    centres: Vec<Vec<f32>>,
+}
+
+impl Vectors {
+    fn new() -> Self {
+        let mut v = Self {
+            state: 7,
+            centres: Vec::new(),
+        };
+        v.centres = (0..300).map(|_| v.random_unit()).collect();
+        v
+    }
+
+    fn next(&mut self) -> f32 {
+        self.state = self
+            .state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((self.state >> 33) as f32 / (1u64 << 31) as f32) * 2.0 - 1.0
+    }
+
+    fn random_unit(&mut self) -> Vec<f32> {
+        let v: Vec<f32> = (0..DIM).map(|_| self.next()).collect();
+        unit_length(v)
+    }
+
+    fn near_a_centre(&mut self) -> Vec<f32> {
+        let c = ((self.next() + 1.0) / 2.0 * (self.centres.len() - 1) as f32) as usize;
+        let centre = self.centres[c].clone();
+        unit_length(centre.iter().map(|x| x + 0.25 * self.next()).collect())
+    }
+}
+
+fn unit_length(mut v: Vec<f32>) -> Vec<f32> {
+    let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    v.iter_mut().for_each(|x| *x /= n);
+    v
+}
+
+fn unit(seq: i64, scope: &Scope, chunks: Vec<Vec<f32>>) -> UnitVectors {
+    UnitVectors {
+        kind: UnitKind::Turn,
+        id: format!("t{seq:05}"),
+        seq,
+        scope: scope.clone(),
+        chunks: chunks
+            .into_iter()
+            .map(|vector| StoredChunk {
+                start: 0,
+                end: 1,
+                vector,
+            })
+            .collect(),
+    }
+}
+
+/// `n` units of user `u`, one to three chunks each, every fourth of agent `a`.
+fn units(vectors: &mut Vectors, first_seq: i64, n: usize) -> Vec<UnitVectors> {
+    let plain = Scope::user("u").unwrap();
+    let agent = Scope::new("u".into(), Some("a".into()), None).unwrap();
+    (0..n)
+        .map(|i| {
+            let seq = first_seq + i as i64;
+            let chunks = (0..1 + seq % 3).map(|_| vectors.near_a_centre()).collect();
+            unit(seq, if seq % 4 == 0 { &agent } else { &plain }, chunks)
+        })
+        .collect()
+}
+
+fn graph(dir: &Path) -> VectorSettings {
+    VectorSettings {
+        dir: Some(dir.to_path_buf()),
+        ann_min_chunks: 500,
+    }
+}
+
+fn files(dir: &Path, ext: &str) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|e| e == ext))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn search(idx: &VectorIndex, filter: &ScopeFilter, q: &[f32], k: usize) -> Vec<(String, f32)> {
+    idx.search(filter, q, k, &[UnitKind::Turn])
+        .unwrap()
+        .into_iter()
+        .map(|h| (h.id, h.score))
+        .collect()
+}
+
+#[test]
+fn a_graph_finds_what_the_exact_scan_finds_with_exact_scores() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut vectors = Vectors::new();
+    let all = units(&mut vectors, 1, 3_000);
+    let mut exact = VectorIndex::default();
+    exact.load_user("u", "m", all.clone()).unwrap();
+    let mut approx = VectorIndex::new(graph(dir.path()));
+    approx.load_user("u", "m", all).unwrap();
+    assert_eq!(files(dir.path(), "usearch").len(), 1, "the graph is saved");
+
+    let (mut found, mut wanted) = (0, 0);
+    for filter in [
+        ScopeFilter::user("u"),
+        ScopeFilter {
+            agent_id: Some("a".into()),
+            ..ScopeFilter::user("u")
+        },
+    ] {
+        for _ in 0..40 {
+            let q = vectors.near_a_centre();
+            let truth = search(&exact, &filter, &q, 10);
+            let got = search(&approx, &filter, &q, 10);
+            assert_eq!(got.len(), 10);
+            for (id, score) in &got {
+                // Whatever the graph proposes is scored exactly, and only units the filter admits.
+                let exact_score = search(&exact, &filter, &q, 3_000)
+                    .into_iter()
+                    .find(|(i, _)| i == id)
+                    .map(|(_, s)| s);
+                assert_eq!(exact_score, Some(*score), "{id}");
+            }
+            wanted += truth.len();
+            found += truth.iter().filter(|t| got.contains(t)).count();
+        }
+    }
+    let recall = found as f64 / wanted as f64;
+    assert!(recall >= 0.95, "recall@10 against the exact scan: {recall}");
+}
+
+#[test]
+fn a_saved_graph_is_reopened_caught_up_and_rebuilt_only_when_it_does_not_fit() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut vectors = Vectors::new();
+    let first = units(&mut vectors, 1, 1_000);
+    let q = vectors.random_unit();
+    let mut idx = VectorIndex::new(graph(dir.path()));
+    idx.load_user("u", "m", first.clone()).unwrap();
+    let graph_file = files(dir.path(), "usearch").pop().unwrap();
+    let saved_at = std::fs::metadata(&graph_file).unwrap().modified().unwrap();
+    let before = search(&idx, &ScopeFilter::user("u"), &q, 10);
+
+    // A few units more: held and searched at once, too few to save the graph again.
+    let mut needle = unit(5_000, &Scope::user("u").unwrap(), vec![q.clone()]);
+    needle.id = "needle".into();
+    idx.append("u", vec![needle.clone()]).unwrap();
+    assert_eq!(search(&idx, &ScopeFilter::user("u"), &q, 1)[0].0, "needle");
+    assert_eq!(idx.held_through("u"), Some((5_000, 0)));
+    assert_eq!(
+        std::fs::metadata(&graph_file).unwrap().modified().unwrap(),
+        saved_at
+    );
+
+    // Reopened over what the graph was saved with: taken as it is, not written again.
+    let mut same = VectorIndex::new(graph(dir.path()));
+    same.load_user("u", "m", first.clone()).unwrap();
+    assert_eq!(search(&same, &ScopeFilter::user("u"), &q, 10), before);
+    assert_eq!(
+        std::fs::metadata(&graph_file).unwrap().modified().unwrap(),
+        saved_at
+    );
+
+    // Reopened over the store with the needle: the saved graph is caught up with it.
+    let mut store = first.clone();
+    store.push(needle);
+    let mut reopened = VectorIndex::new(graph(dir.path()));
+    reopened.load_user("u", "m", store.clone()).unwrap();
+    assert_eq!(
+        search(&reopened, &ScopeFilter::user("u"), &q, 1)[0].0,
+        "needle"
+    );
+
+    // A store that lost units (or a graph of another model) does not fit: rebuilt, same answers.
+    let mut fewer = VectorIndex::new(graph(dir.path()));
+    fewer.load_user("u", "m", first[1..].to_vec()).unwrap();
+    let mut other_model = VectorIndex::new(graph(dir.path()));
+    other_model.load_user("u", "m2", first.clone()).unwrap();
+    assert_ne!(
+        std::fs::metadata(&graph_file).unwrap().modified().unwrap(),
+        saved_at,
+        "rebuilt and saved again"
+    );
+    let overlap = |got: Vec<(String, f32)>| got.iter().filter(|h| before.contains(h)).count();
+    // A graph is approximate and built in parallel: another build may differ at the margin.
+    assert!(overlap(search(&other_model, &ScopeFilter::user("u"), &q, 10)) >= 8);
+
+    // A save cut short (a graph written, no meta) is rebuilt too.
+    for meta in files(dir.path(), "json") {
+        std::fs::remove_file(meta).unwrap();
+    }
+    let mut cut = VectorIndex::new(graph(dir.path()));
+    cut.load_user("u", "m", first).unwrap();
+    assert!(overlap(search(&cut, &ScopeFilter::user("u"), &q, 10)) >= 8);
+    assert_eq!(files(dir.path(), "json").len(), 1);
+}
+
+#[test]
+fn removing_a_users_files_leaves_nothing_of_them_and_others_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut vectors = Vectors::new();
+    let mut idx = VectorIndex::new(graph(dir.path()));
+    idx.load_user("u", "m", units(&mut vectors, 1, 800))
+        .unwrap();
+    let other: Vec<UnitVectors> = units(&mut vectors, 1, 800)
+        .into_iter()
+        .map(|mut u| {
+            u.scope = Scope::user("v").unwrap();
+            u
+        })
+        .collect();
+    idx.load_user("v", "m", other).unwrap();
+    assert_eq!(files(dir.path(), "usearch").len(), 2);
+    idx.remove_files("u").unwrap();
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert_eq!(left.len(), 2, "v's graph and meta stay");
+    assert!(
+        std::fs::read_to_string(files(dir.path(), "json").pop().unwrap())
+            .unwrap()
+            .contains("\"user\":\"v\"")
+    );
+    idx.clear().unwrap();
+    assert!(!dir.path().exists());
+}
