@@ -49,6 +49,11 @@ pub struct Config {
     /// instead of scoring every chunk. Default 20,000 (about 16k turns): below it the exact scan
     /// costs a few milliseconds. PostgreSQL uses pgvector's HNSW whatever the size.
     pub ann_min_chunks: usize,
+    /// Memory for the vectors (and graphs) of the users searched, in MiB, all users together:
+    /// past it the users searched least recently are let go and reloaded on their next search
+    /// (their graphs from `vectors/`), so a server's memory stays bounded however many users it
+    /// serves. The user being searched or written is always held, however large. Default 1024.
+    pub vector_memory_mib: usize,
     /// Language-model endpoints per role (`[llm]`, `[llm.encoder]`, ...); the `ARIL_LLM_*`
     /// environment overrides them field by field.
     pub llm: aril_llm::LlmSettings,
@@ -162,6 +167,7 @@ impl Default for Config {
             segment_vectors: SegmentVectors::Pooled,
             ingest_batch: 0,
             ann_min_chunks: 20_000,
+            vector_memory_mib: 1024,
             llm: aril_llm::LlmSettings::default(),
         }
     }

@@ -247,6 +247,7 @@ impl Engine {
                         vectors: RwLock::new(VectorIndex::new(VectorSettings {
                             dir: Some(dir.join(VECTORS_DIR)),
                             ann_min_chunks: config.ann_min_chunks,
+                            max_held_bytes: config.vector_memory_mib.saturating_mul(1 << 20),
                         })),
                         _lock: lock,
                     }),

@@ -7,6 +7,7 @@ use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::ops::Range;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 
 use aril_embed::dot;
 
@@ -36,14 +37,19 @@ pub struct VectorSettings {
     pub dir: Option<PathBuf>,
     /// Chunks of one kind from which a user's block is searched through a graph.
     pub ann_min_chunks: usize,
+    /// Bytes of vectors (and graphs) held for all users together: past it, the users searched
+    /// least recently are let go (reloaded, graphs from their files, on their next search). The
+    /// user just loaded or written to is always held, however large.
+    pub max_held_bytes: usize,
 }
 
 impl Default for VectorSettings {
-    /// Exact and in memory (the card index).
+    /// Exact, in memory only, unbounded (the card index: one user).
     fn default() -> Self {
         Self {
             dir: None,
             ann_min_chunks: usize::MAX,
+            max_held_bytes: usize::MAX,
         }
     }
 }
@@ -271,6 +277,8 @@ impl Block {
 pub struct UserVectors {
     blocks: Vec<Block>,
     model: String,
+    /// The [`VectorIndex`] tick of the user's last search (for letting the least recent go).
+    last_used: AtomicU64,
 }
 
 impl UserVectors {
@@ -286,6 +294,7 @@ impl UserVectors {
         let mut held = Self {
             blocks: Vec::new(),
             model: model.to_string(),
+            last_used: AtomicU64::new(0),
         };
         for u in units {
             held.block_mut(u.kind).push(u);
@@ -312,6 +321,17 @@ impl UserVectors {
             .iter()
             .find_map(|b| b.get(id).map(|unit| (b, unit)))
     }
+
+    /// Bytes held: the f32 rows and, per graph, about a row's 8-bit copy and its links.
+    fn bytes(&self) -> usize {
+        self.blocks
+            .iter()
+            .map(|b| {
+                let graph = b.ann.as_ref().map_or(0, |_| b.chunk_count() * (b.dim + 160));
+                b.rows.len() * 4 + graph
+            })
+            .sum()
+    }
 }
 
 /// The users loaded so far: their vectors in memory, large blocks with a graph.
@@ -319,6 +339,8 @@ impl UserVectors {
 pub struct VectorIndex {
     settings: VectorSettings,
     by_user: HashMap<String, UserVectors>,
+    /// Counts searches: a user's `last_used` is the tick of its last one.
+    tick: AtomicU64,
 }
 
 impl VectorIndex {
@@ -326,7 +348,34 @@ impl VectorIndex {
         Self {
             settings,
             by_user: HashMap::new(),
+            tick: AtomicU64::new(0),
         }
+    }
+
+    /// Lets the users searched least recently go until what is held fits
+    /// [`VectorSettings::max_held_bytes`]; `keep` stays whatever its size.
+    fn fit(&mut self, keep: &str) {
+        let mut held: usize = self.by_user.values().map(UserVectors::bytes).sum();
+        while held > self.settings.max_held_bytes {
+            let Some(oldest) = self
+                .by_user
+                .iter()
+                .filter(|(user, _)| user.as_str() != keep)
+                .min_by_key(|(_, v)| v.last_used.load(AtomicOrdering::Relaxed))
+                .map(|(user, _)| user.clone())
+            else {
+                return;
+            };
+            if let Some(gone) = self.by_user.remove(&oldest) {
+                tracing::debug!(user = oldest, bytes = gone.bytes(), "vectors let go");
+                held -= gone.bytes();
+            }
+        }
+    }
+
+    /// Users whose vectors are held now.
+    pub fn held_users(&self) -> usize {
+        self.by_user.len()
     }
 
     pub fn settings(&self) -> &VectorSettings {
@@ -352,7 +401,12 @@ impl VectorIndex {
 
     /// Holds a user's vectors (see [`UserVectors::load`]), replacing what was held.
     pub fn insert_user(&mut self, user_id: &str, held: UserVectors) {
+        held.last_used.store(
+            self.tick.fetch_add(1, AtomicOrdering::Relaxed),
+            AtomicOrdering::Relaxed,
+        );
         self.by_user.insert(user_id.to_string(), held);
+        self.fit(user_id);
     }
 
     /// Loads a user's units and holds them (see [`UserVectors::load`]).
@@ -382,6 +436,7 @@ impl VectorIndex {
                     .append(of_kind, &self.settings, user_id, &model)?;
             }
         }
+        self.fit(user_id);
         Ok(())
     }
 
@@ -477,6 +532,10 @@ impl VectorSearch for VectorIndex {
         let Some(held) = self.by_user.get(&filter.user_id) else {
             return Ok(Vec::new());
         };
+        held.last_used.store(
+            self.tick.fetch_add(1, AtomicOrdering::Relaxed),
+            AtomicOrdering::Relaxed,
+        );
         if k == 0 {
             return Ok(Vec::new());
         }
@@ -577,6 +636,35 @@ mod tests {
                 .unwrap();
             assert_eq!(top, sorted[..k], "k = {k}");
         }
+    }
+
+    #[test]
+    fn past_the_memory_bound_the_user_searched_least_recently_goes() {
+        // Each user below holds one 2-float chunk: 8 bytes; room for two.
+        let mut idx = VectorIndex::new(VectorSettings {
+            max_held_bytes: 16,
+            ..VectorSettings::default()
+        });
+        let load = |idx: &mut VectorIndex, user: &str| {
+            idx.load_user(user, "m", vec![unit(&format!("{user}1"), user, &[[1.0, 0.0]])])
+                .unwrap()
+        };
+        load(&mut idx, "a");
+        load(&mut idx, "b");
+        // a is searched after b was loaded: b is now the least recent.
+        idx.search(&ScopeFilter::user("a"), &[1.0, 0.0], 1, &[UnitKind::Turn])
+            .unwrap();
+        load(&mut idx, "c");
+        assert_eq!(idx.held_users(), 2);
+        assert!(idx.has_user("a") && idx.has_user("c") && !idx.has_user("b"));
+        // A user larger than the bound alone is still held (alone).
+        let mut big = VectorIndex::new(VectorSettings {
+            max_held_bytes: 4,
+            ..VectorSettings::default()
+        });
+        load(&mut big, "a");
+        load(&mut big, "b");
+        assert!(big.has_user("b") && !big.has_user("a"));
     }
 
     #[test]

@@ -87,6 +87,7 @@ fn graph(dir: &Path) -> VectorSettings {
     VectorSettings {
         dir: Some(dir.to_path_buf()),
         ann_min_chunks: 500,
+        max_held_bytes: usize::MAX,
     }
 }
 

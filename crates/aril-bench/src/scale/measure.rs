@@ -180,10 +180,15 @@ pub fn measure(
         let hits = engine
             .search_sessions(&request(case, SEARCH_K, None))?
             .results;
-        let ranked = hits
-            .into_iter()
-            .map(|h| original_session(&h.source.session.unwrap_or_default()).to_string())
-            .collect();
+        // A session and its later passes are one conversation: ranked once, where first found
+        // (counted twice, one gold session would fill two places of the recall).
+        let mut ranked: Vec<String> = Vec::new();
+        for h in hits {
+            let session = original_session(&h.source.session.unwrap_or_default()).to_string();
+            if !ranked.contains(&session) {
+                ranked.push(session);
+            }
+        }
         rankings.insert(case.id.clone(), ranked);
     }
     let bytes = match layout.store {

@@ -94,6 +94,8 @@ pub struct SizeReport {
     /// Stream turns per second over the whole build (repeated passes embed nothing new).
     pub ingest_turns_per_s: f64,
     pub embedded_texts: usize,
+    /// Seconds the build's closing search took (loading the vectors, building a graph).
+    pub index_s: f64,
     #[serde(flatten)]
     pub measured: Measured,
     /// The same questions, each inside its own haystack.
@@ -164,20 +166,22 @@ impl ScaleReport {
             self.search_budget
         );
         out.push_str(
-            "| turns | ingest turns/s | bytes | open ms | first search ms | p50 ms | p99 ms | \
-             RSS MiB | questions | any@5 | any@10 | R@10 | own any@5 | own any@10 | own R@10 |\n",
+            "| turns | ingest turns/s | index s | bytes | open ms | first search ms | p50 ms | \
+             p99 ms | RSS MiB | questions | any@5 | any@10 | R@10 | own any@5 | own any@10 | \
+             own R@10 |\n",
         );
         out.push_str(
-            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
         );
         for s in &self.sizes {
             let m = &s.measured;
             let _ = writeln!(
                 out,
-                "| {} | {:.0} | {} | {:.0} | {:.0} | {:.1} | {:.1} | {} | {} | {:.1} | {:.1} | \
-                 {:.1} | {:.1} | {:.1} | {:.1} |",
+                "| {} | {:.0} | {:.1} | {} | {:.0} | {:.0} | {:.1} | {:.1} | {} | {} | {:.1} | \
+                 {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |",
                 s.size,
                 s.ingest_turns_per_s,
+                s.index_s,
                 human_bytes(m.bytes),
                 m.open_ms,
                 m.first_search_ms,
@@ -219,6 +223,7 @@ pub fn report(
         .map(|(size, built, measured)| SizeReport {
             size,
             ingest_turns_per_s: built.turns as f64 / built.ingest_s.max(1e-9),
+            index_s: built.index_s,
             embedded_texts: built.embedded_texts,
             own_haystack: Recall::score(own, gold, &|ids| corpus.holds_all(ids, size)),
             measured,
