@@ -159,6 +159,36 @@ impl Embedder for MiniLm {
                 max,
             });
         }
+        let pieces: usize = seqs.iter().map(|s| s.len()).sum();
+        if pieces <= SMALL_INPUT_PIECES {
+            // A question: the threads' handshakes cost more than splitting its small products
+            // saves, and concurrent searches each keep a core instead of contending for both.
+            return ON_CALLING_THREAD.with(|pool| match pool {
+                Some(pool) => pool.install(|| self.embed_batches(seqs)),
+                None => self.embed_batches(seqs),
+            });
+        }
+        self.embed_batches(seqs)
+    }
+}
+
+/// Inputs of at most this many pieces in all are embedded on the calling thread alone.
+const SMALL_INPUT_PIECES: usize = 128;
+
+thread_local! {
+    /// A rayon pool whose only worker is this thread: candle run inside it never hands work to
+    /// another thread. `None` only if rayon could not make one (then the global pool serves).
+    static ON_CALLING_THREAD: Option<rayon::ThreadPool> = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .use_current_thread()
+        .build()
+        .map_err(|e| tracing::warn!("no single-thread pool for small inputs: {e}"))
+        .ok();
+}
+
+impl MiniLm {
+    /// Embeds `seqs` in length-sorted batches of [`BATCH`].
+    fn embed_batches(&self, seqs: &[&[u32]]) -> Result<Vec<Vec<f32>>, EmbedError> {
         // Sort by length so each batch pads little, then restore the caller's order.
         let mut order: Vec<usize> = (0..seqs.len()).collect();
         order.sort_by_key(|&i| seqs[i].len());

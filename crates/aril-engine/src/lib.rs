@@ -527,8 +527,19 @@ impl Engine {
         Ok(report)
     }
 
-    /// Runs the store's integrity check.
+    /// Runs the store's integrity check, then checks the saved vector graphs against it (each
+    /// whole, none of a user the store does not hold).
     pub fn check_integrity(&self) -> Result<(), EngineError> {
-        Ok(self.store.check_integrity()?)
+        self.store.check_integrity()?;
+        if let Some(local) = &self.local {
+            let users: std::collections::HashSet<String> =
+                self.store.users()?.into_iter().collect();
+            local
+                .vectors
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .check_files(&|user| users.contains(user))?;
+        }
+        Ok(())
     }
 }

@@ -943,6 +943,7 @@ fn a_large_scope_is_searched_through_a_saved_graph_that_writes_keep_up_and_delet
     let r = search(&mut engine, "u", "when is my sister coming", 3);
     assert!(!texts(&r).contains("Zuleika"), "{}", texts(&r));
     assert_eq!(graph_files(dir.path()).len(), 4);
+    engine.check_integrity().unwrap();
 
     engine.reindex().unwrap();
     assert!(

@@ -275,6 +275,48 @@ impl Ann {
     }
 }
 
+/// Checks every saved graph in `dir` (`aril check`): its meta reads, its graph file has the
+/// size the meta says, and its user is one `known` admits (a graph of a user the store no longer
+/// holds would keep deleted vectors). Returns how many graphs were checked.
+pub(crate) fn check_files(dir: &Path, known: &dyn Fn(&str) -> bool) -> Result<usize, IndexError> {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(ann_error(dir, "listing", e)),
+    };
+    let mut checked = 0;
+    for entry in entries {
+        let path = entry.map_err(|e| ann_error(dir, "listing", e))?.path();
+        if path.extension().is_none_or(|e| e != "json") {
+            continue;
+        }
+        let bad = |reason: String| IndexError::VectorFile {
+            path: path.display().to_string(),
+            reason,
+        };
+        let meta: AnnMeta = fs::read(&path)
+            .map_err(|e| e.to_string())
+            .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
+            .map_err(|e| bad(format!("unreadable meta: {e}")))?;
+        if !known(&meta.user) {
+            return Err(bad(format!(
+                "holds vectors of user {:?}, whom the store does not hold",
+                meta.user
+            )));
+        }
+        let graph = path.with_extension("usearch");
+        let bytes = fs::metadata(&graph).map(|m| m.len()).unwrap_or(0);
+        if bytes != meta.bytes {
+            return Err(bad(format!(
+                "its graph has {bytes} bytes where the meta says {}",
+                meta.bytes
+            )));
+        }
+        checked += 1;
+    }
+    Ok(checked)
+}
+
 fn remove_if_there(path: &Path) -> std::io::Result<()> {
     match fs::remove_file(path) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),

@@ -7,7 +7,8 @@
 //! length and each word's document frequency over the same units.
 //!
 //! Cost: one pass over the scope's documents per searcher generation (cached until the next
-//! commit), and per query word a walk of the shorter of its postings and the scope's documents.
+//! commit), and per query word a walk of the shorter of its postings and the scope's documents
+//! (a bitset answers whether a posting is in the scope).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -16,13 +17,15 @@ use aril_core::ScopeFilter;
 use aril_store::UnitKind;
 use tantivy::query::{Bm25StatisticsProvider, EnableScoring, Query};
 use tantivy::schema::{Field, IndexRecordOption};
-use tantivy::{DocId, DocSet, Searcher, TERMINATED, Term};
+use tantivy::{BitSet, DocId, DocSet, Searcher, TERMINATED, Term};
 
 /// The alive documents of one scope and set of kinds, per segment in doc order, with the total
 /// (fieldnorm) length of their text.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(crate) struct ScopeDocs {
     per_segment: Vec<Vec<DocId>>,
+    /// The same documents as a bitset per segment.
+    members: Vec<BitSet>,
     tokens: u64,
 }
 
@@ -36,15 +39,18 @@ impl ScopeDocs {
             let alive = reader.alive_bitset();
             let mut scorer = weight.scorer(reader, 1.0)?;
             let mut docs = Vec::new();
+            let mut members = BitSet::with_max_value(reader.max_doc());
             let mut doc = scorer.doc();
             while doc != TERMINATED {
                 if alive.is_none_or(|a| a.is_alive(doc)) {
                     docs.push(doc);
+                    members.insert(doc);
                     out.tokens += u64::from(norms.fieldnorm(doc));
                 }
                 doc = scorer.advance();
             }
             out.per_segment.push(docs);
+            out.members.push(members);
         }
         Ok(out)
     }
@@ -115,11 +121,12 @@ impl Bm25StatisticsProvider for ScopeStats<'_> {
 
     fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
         let mut n = 0u64;
-        for (reader, docs) in self
+        for ((reader, docs), members) in self
             .searcher
             .segment_readers()
             .iter()
             .zip(&self.docs.per_segment)
+            .zip(&self.docs.members)
         {
             if docs.is_empty() {
                 continue;
@@ -131,7 +138,7 @@ impl Bm25StatisticsProvider for ScopeStats<'_> {
             if (postings.doc_freq() as usize) < docs.len() {
                 let mut doc = postings.doc();
                 while doc != TERMINATED {
-                    if docs.binary_search(&doc).is_ok() {
+                    if members.contains(doc) {
                         n += 1;
                     }
                     doc = postings.advance();

@@ -327,7 +327,10 @@ impl UserVectors {
         self.blocks
             .iter()
             .map(|b| {
-                let graph = b.ann.as_ref().map_or(0, |_| b.chunk_count() * (b.dim + 160));
+                let graph = b
+                    .ann
+                    .as_ref()
+                    .map_or(0, |_| b.chunk_count() * (b.dim + 160));
                 b.rows.len() * 4 + graph
             })
             .sum()
@@ -467,6 +470,15 @@ impl VectorIndex {
         match &self.settings.dir {
             Some(dir) => Ann::remove_files(dir, user_id),
             None => Ok(()),
+        }
+    }
+
+    /// Checks the saved graphs (see `ann::check_files`): each readable, whole, of a user
+    /// `known` admits. Returns how many were checked.
+    pub fn check_files(&self, known: &dyn Fn(&str) -> bool) -> Result<usize, IndexError> {
+        match &self.settings.dir {
+            Some(dir) => crate::ann::check_files(dir, known),
+            None => Ok(0),
         }
     }
 
@@ -646,8 +658,12 @@ mod tests {
             ..VectorSettings::default()
         });
         let load = |idx: &mut VectorIndex, user: &str| {
-            idx.load_user(user, "m", vec![unit(&format!("{user}1"), user, &[[1.0, 0.0]])])
-                .unwrap()
+            idx.load_user(
+                user,
+                "m",
+                vec![unit(&format!("{user}1"), user, &[[1.0, 0.0]])],
+            )
+            .unwrap()
         };
         load(&mut idx, "a");
         load(&mut idx, "b");

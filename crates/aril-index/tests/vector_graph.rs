@@ -231,7 +231,15 @@ fn removing_a_users_files_leaves_nothing_of_them_and_others_untouched() {
         .collect();
     idx.load_user("v", "m", other).unwrap();
     assert_eq!(files(dir.path(), "usearch").len(), 2);
+    assert_eq!(idx.check_files(&|_| true).unwrap(), 2);
+    // A graph of a user the store no longer holds is an error for `aril check`.
+    let err = idx.check_files(&|user| user == "v").unwrap_err();
+    assert!(
+        err.to_string().contains("whom the store does not hold"),
+        "{err}"
+    );
     idx.remove_files("u").unwrap();
+    assert_eq!(idx.check_files(&|user| user == "v").unwrap(), 1);
     let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
     assert_eq!(left.len(), 2, "v's graph and meta stay");
     assert!(
