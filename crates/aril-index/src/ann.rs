@@ -15,6 +15,7 @@
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::{Condvar, Mutex, PoisonError};
 
 use aril_store::UnitKind;
 use serde::{Deserialize, Serialize};
@@ -80,6 +81,44 @@ pub(crate) struct Ann {
     pub(crate) last_seq: i64,
     /// Chunks added since the last save.
     unsaved: usize,
+    contexts: Contexts,
+}
+
+/// usearch searches in one of a fixed number of thread contexts and fails when all are taken;
+/// a search here waits for a free one instead. Hand-written: a counting semaphore is ten lines
+/// over `Mutex` + `Condvar`, and the async ones (tokio) do not fit this synchronous path.
+struct Contexts {
+    free: Mutex<usize>,
+    freed: Condvar,
+}
+
+impl Contexts {
+    /// Contexts per graph: twice the cores, so searches beyond the cores queue on the CPU
+    /// rather than here.
+    fn count() -> usize {
+        2 * std::thread::available_parallelism().map_or(2, |n| n.get())
+    }
+
+    fn new() -> Self {
+        Self {
+            free: Mutex::new(Self::count()),
+            freed: Condvar::new(),
+        }
+    }
+
+    /// Runs `f` holding one context.
+    fn with<T>(&self, f: impl FnOnce() -> T) -> T {
+        let mut free = self.free.lock().unwrap_or_else(PoisonError::into_inner);
+        while *free == 0 {
+            free = self.freed.wait(free).unwrap_or_else(PoisonError::into_inner);
+        }
+        *free -= 1;
+        drop(free);
+        let out = f();
+        *self.free.lock().unwrap_or_else(PoisonError::into_inner) += 1;
+        self.freed.notify_one();
+        out
+    }
 }
 
 fn options(dim: usize) -> IndexOptions {
@@ -113,6 +152,7 @@ impl Ann {
             stem,
             last_seq: 0,
             unsaved: 0,
+            contexts: Contexts::new(),
         })
     }
 
@@ -146,12 +186,20 @@ impl Ann {
             tracing::warn!(path = %graph.display(), "unreadable vector graph, rebuilding: {e}");
             return None;
         }
-        (index.size() == meta.size).then(|| Self {
+        if index.size() != meta.size
+            || index
+                .reserve_capacity_and_threads(index.size().max(1024), Contexts::count())
+                .is_err()
+        {
+            return None;
+        }
+        Some(Self {
             index,
             owner: owner.clone(),
             stem,
             last_seq: meta.last_seq,
             unsaved: 0,
+            contexts: Contexts::new(),
         })
     }
 
@@ -165,9 +213,13 @@ impl Ann {
         let need = self.index.size() + chunks.len();
         if need > self.index.capacity() {
             self.index
-                .reserve(need.max(2 * self.index.capacity()).max(1024))
+                .reserve_capacity_and_threads(
+                    need.max(2 * self.index.capacity()).max(1024),
+                    Contexts::count(),
+                )
                 .map_err(|e| ann_error(&self.stem, "reserving", e))?;
         }
+        // Fewer threads than contexts: no insert waits for one.
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         let part = chunks.len().div_ceil(threads).max(1_000);
         let index = &self.index;
@@ -191,18 +243,18 @@ impl Ann {
         Ok(())
     }
 
-    /// The `count` keys nearest `query` (by their 8-bit copies) that `keep` admits.
+    /// The `count` keys nearest `query` (by their 8-bit copies) that `keep` admits. usearch
+    /// explores at least `count` candidates (its expansion is the larger of both).
     pub(crate) fn search(
         &self,
         query: &[f32],
         count: usize,
         keep: Option<&dyn Fn(u64) -> bool>,
     ) -> Result<Vec<u64>, IndexError> {
-        self.index.change_expansion_search(count.max(64));
-        let found = match keep {
+        let found = self.contexts.with(|| match keep {
             None => self.index.search(query, count),
             Some(keep) => self.index.filtered_search(query, count, keep),
-        };
+        });
         found
             .map(|m| m.keys)
             .map_err(|e| ann_error(&self.stem, "searching", e))

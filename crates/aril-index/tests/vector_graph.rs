@@ -250,3 +250,22 @@ fn removing_a_users_files_leaves_nothing_of_them_and_others_untouched() {
     idx.clear().unwrap();
     assert!(!dir.path().exists());
 }
+
+#[test]
+fn more_searches_at_once_than_the_graph_has_contexts_all_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut vectors = Vectors::new();
+    let mut idx = VectorIndex::new(graph(dir.path()));
+    idx.load_user("u", "m", units(&mut vectors, 1, 1_000)).unwrap();
+    let queries: Vec<Vec<f32>> = (0..32).map(|_| vectors.near_a_centre()).collect();
+    let idx = &idx;
+    std::thread::scope(|s| {
+        for q in &queries {
+            s.spawn(move || {
+                for _ in 0..20 {
+                    assert_eq!(search(idx, &ScopeFilter::user("u"), q, 10).len(), 10);
+                }
+            });
+        }
+    });
+}
