@@ -256,14 +256,15 @@ fn more_searches_at_once_than_the_graph_has_contexts_all_answer() {
     let dir = tempfile::tempdir().unwrap();
     let mut vectors = Vectors::new();
     let mut idx = VectorIndex::new(graph(dir.path()));
-    idx.load_user("u", "m", units(&mut vectors, 1, 1_000)).unwrap();
-    let queries: Vec<Vec<f32>> = (0..32).map(|_| vectors.near_a_centre()).collect();
+    idx.load_user("u", "m", units(&mut vectors, 1, 4_000)).unwrap();
+    let queries: Vec<Vec<f32>> = (0..16).map(|_| vectors.near_a_centre()).collect();
     let idx = &idx;
     std::thread::scope(|s| {
         for q in &queries {
+            // Deep searches (600 candidates each) overlap on every core.
             s.spawn(move || {
-                for _ in 0..20 {
-                    assert_eq!(search(idx, &ScopeFilter::user("u"), q, 10).len(), 10);
+                for _ in 0..30 {
+                    assert_eq!(search(idx, &ScopeFilter::user("u"), q, 200).len(), 200);
                 }
             });
         }
