@@ -110,7 +110,10 @@ impl Contexts {
     fn with<T>(&self, f: impl FnOnce() -> T) -> T {
         let mut free = self.free.lock().unwrap_or_else(PoisonError::into_inner);
         while *free == 0 {
-            free = self.freed.wait(free).unwrap_or_else(PoisonError::into_inner);
+            free = self
+                .freed
+                .wait(free)
+                .unwrap_or_else(PoisonError::into_inner);
         }
         *free -= 1;
         drop(free);

@@ -256,7 +256,8 @@ fn more_searches_at_once_than_the_graph_has_contexts_all_answer() {
     let dir = tempfile::tempdir().unwrap();
     let mut vectors = Vectors::new();
     let mut idx = VectorIndex::new(graph(dir.path()));
-    idx.load_user("u", "m", units(&mut vectors, 1, 4_000)).unwrap();
+    idx.load_user("u", "m", units(&mut vectors, 1, 4_000))
+        .unwrap();
     let queries: Vec<Vec<f32>> = (0..16).map(|_| vectors.near_a_centre()).collect();
     let idx = &idx;
     std::thread::scope(|s| {
