@@ -43,12 +43,10 @@ pub(crate) fn key_seq(key: u64) -> i64 {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct AnnMeta {
     format: u32,
-    user: String,
-    kind: UnitKind,
-    model: String,
-    dim: usize,
+    #[serde(flatten)]
+    owner: AnnOwner,
     /// Every chunk of the units up to this store order is in the graph, none after it.
-    pub(crate) last_seq: i64,
+    last_seq: i64,
     /// Chunks in the graph.
     size: usize,
     /// Bytes of the graph file.
@@ -56,7 +54,7 @@ pub(crate) struct AnnMeta {
 }
 
 /// Whose vectors a graph holds.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct AnnOwner {
     pub(crate) user: String,
     pub(crate) kind: UnitKind,
@@ -64,13 +62,11 @@ pub(crate) struct AnnOwner {
     pub(crate) dim: usize,
 }
 
-impl AnnOwner {
-    /// The file stem of this owner's graph inside `dir`: the user id hashed (ids may hold any
-    /// character), the kind in clear.
-    pub(crate) fn stem(&self, dir: &Path) -> PathBuf {
-        let hash = blake3::hash(self.user.as_bytes()).to_hex();
-        dir.join(format!("{}-{}", &hash[..24], self.kind.as_str()))
-    }
+/// The file stem of a user's graph of `kind` inside `dir`: the user id hashed (ids may hold any
+/// character), the kind in clear.
+fn stem(dir: &Path, user: &str, kind: UnitKind) -> PathBuf {
+    let hash = blake3::hash(user.as_bytes()).to_hex();
+    dir.join(format!("{}-{}", &hash[..24], kind.as_str()))
 }
 
 /// One user's graph of one kind, in memory, with where it is saved.
@@ -106,7 +102,7 @@ impl Contexts {
         }
     }
 
-    /// Runs `f` holding one context.
+    /// Runs `f` holding one context (given back even if `f` panics).
     fn with<T>(&self, f: impl FnOnce() -> T) -> T {
         let mut free = self.free.lock().unwrap_or_else(PoisonError::into_inner);
         while *free == 0 {
@@ -117,10 +113,18 @@ impl Contexts {
         }
         *free -= 1;
         drop(free);
-        let out = f();
-        *self.free.lock().unwrap_or_else(PoisonError::into_inner) += 1;
-        self.freed.notify_one();
-        out
+        let _held = Held(self);
+        f()
+    }
+}
+
+/// One context taken from [`Contexts`], given back when dropped.
+struct Held<'a>(&'a Contexts);
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        *self.0.free.lock().unwrap_or_else(PoisonError::into_inner) += 1;
+        self.0.freed.notify_one();
     }
 }
 
@@ -147,7 +151,7 @@ fn ann_error(stem: &Path, what: &str, cause: impl std::fmt::Display) -> IndexErr
 impl Ann {
     /// An empty graph for `owner`, saved under `dir`.
     pub(crate) fn new(dir: &Path, owner: AnnOwner) -> Result<Self, IndexError> {
-        let stem = owner.stem(dir);
+        let stem = stem(dir, &owner.user, owner.kind);
         let index = Index::new(&options(owner.dim)).map_err(|e| ann_error(&stem, "creating", e))?;
         Ok(Self {
             index,
@@ -167,17 +171,14 @@ impl Ann {
         owner: &AnnOwner,
         expected: impl FnOnce(i64) -> usize,
     ) -> Option<Self> {
-        let stem = owner.stem(dir);
+        let stem = stem(dir, &owner.user, owner.kind);
         let meta: AnnMeta = serde_json::from_slice(&fs::read(stem.with_extension("json")).ok()?)
             .map_err(|e| tracing::warn!(path = %stem.display(), "unreadable vector graph meta, rebuilding: {e}"))
             .ok()?;
         let graph = stem.with_extension("usearch");
         let bytes = fs::metadata(&graph).ok()?.len();
         let fits = meta.format == FORMAT
-            && meta.user == owner.user
-            && meta.kind == owner.kind
-            && meta.model == owner.model
-            && meta.dim == owner.dim
+            && meta.owner == *owner
             && meta.bytes == bytes
             && meta.size == expected(meta.last_seq);
         if !fits {
@@ -288,10 +289,7 @@ impl Ann {
         fs::rename(&tmp, &graph).map_err(|e| io("renaming", e))?;
         let meta = AnnMeta {
             format: FORMAT,
-            user: self.owner.user.clone(),
-            kind: self.owner.kind,
-            model: self.owner.model.clone(),
-            dim: self.owner.dim,
+            owner: self.owner.clone(),
             last_seq: self.last_seq,
             size: self.index.size(),
             bytes: fs::metadata(&graph).map_err(|e| io("reading", e))?.len(),
@@ -311,16 +309,10 @@ impl Ann {
         Ok(())
     }
 
-    /// Removes the saved graph files of `owner` (before a deletion reaches the store).
-    pub(crate) fn remove_files(dir: &Path, owner_user: &str) -> Result<(), IndexError> {
+    /// Removes the saved graph files of `user` (before a deletion reaches the store).
+    pub(crate) fn remove_files(dir: &Path, user: &str) -> Result<(), IndexError> {
         for kind in [UnitKind::Turn, UnitKind::Segment] {
-            let stem = AnnOwner {
-                user: owner_user.to_string(),
-                kind,
-                model: String::new(),
-                dim: 0,
-            }
-            .stem(dir);
+            let stem = stem(dir, user, kind);
             for ext in ["json", "usearch", "usearch.tmp", "json.tmp"] {
                 let path = stem.with_extension(ext);
                 remove_if_there(&path).map_err(|e| ann_error(&stem, "removing", e))?;
@@ -353,10 +345,10 @@ pub(crate) fn check_files(dir: &Path, known: &dyn Fn(&str) -> bool) -> Result<us
             .map_err(|e| e.to_string())
             .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
             .map_err(|e| bad(format!("unreadable meta: {e}")))?;
-        if !known(&meta.user) {
+        if !known(&meta.owner.user) {
             return Err(bad(format!(
                 "holds vectors of user {:?}, whom the store does not hold",
-                meta.user
+                meta.owner.user
             )));
         }
         let graph = path.with_extension("usearch");

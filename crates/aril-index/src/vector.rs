@@ -199,21 +199,17 @@ impl Block {
         Ok(())
     }
 
-    /// Appends units (store order after the block's) and keeps the graph up with them.
-    fn append(
+    /// Keeps the graph up with the units pushed from index `from` on: adds them to the graph
+    /// the block has, or gives it one if it has grown large enough.
+    fn graph_from(
         &mut self,
-        units: Vec<UnitVectors>,
+        from: usize,
         settings: &VectorSettings,
         user: &str,
         model: &str,
     ) -> Result<(), IndexError> {
-        let from = self.units.len();
-        units.into_iter().for_each(|u| self.push(u));
-        if self.ann.is_none() {
-            return self.ensure_graph(settings, user, model);
-        }
         let Some(mut ann) = self.ann.take() else {
-            return Ok(());
+            return self.ensure_graph(settings, user, model);
         };
         // A graph that failed to take every chunk is dropped: the next load rebuilds it.
         ann.add(&self.graph_chunks(from), self.last_seq())?;
@@ -296,13 +292,30 @@ impl UserVectors {
             model: model.to_string(),
             last_used: AtomicU64::new(0),
         };
-        for u in units {
-            held.block_mut(u.kind).push(u);
-        }
-        for block in &mut held.blocks {
-            block.ensure_graph(settings, user, model)?;
-        }
+        held.push(settings, user, units)?;
         Ok(held)
+    }
+
+    /// Pushes units (each kind in store order, after those held) into their blocks, then keeps
+    /// each block's graph up with what it got.
+    fn push(
+        &mut self,
+        settings: &VectorSettings,
+        user: &str,
+        units: Vec<UnitVectors>,
+    ) -> Result<(), IndexError> {
+        // Blocks a push creates come after these, so the counts line up by position.
+        let before: Vec<usize> = self.blocks.iter().map(|b| b.units.len()).collect();
+        for u in units {
+            self.block_mut(u.kind).push(u);
+        }
+        for (i, block) in self.blocks.iter_mut().enumerate() {
+            let from = before.get(i).copied().unwrap_or(0);
+            if from < block.units.len() {
+                block.graph_from(from, settings, user, &self.model)?;
+            }
+        }
+        Ok(())
     }
 
     fn block_mut(&mut self, kind: UnitKind) -> &mut Block {
@@ -430,15 +443,7 @@ impl VectorIndex {
         let Some(held) = self.by_user.get_mut(user_id) else {
             return Ok(());
         };
-        let model = held.model.clone();
-        for kind in [UnitKind::Turn, UnitKind::Segment, UnitKind::Card] {
-            let of_kind: Vec<UnitVectors> =
-                units.iter().filter(|u| u.kind == kind).cloned().collect();
-            if !of_kind.is_empty() {
-                held.block_mut(kind)
-                    .append(of_kind, &self.settings, user_id, &model)?;
-            }
-        }
+        held.push(&self.settings, user_id, units)?;
         self.fit(user_id);
         Ok(())
     }
