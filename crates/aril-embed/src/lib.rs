@@ -1,5 +1,5 @@
 //! Sentence embeddings for aril: the [`Embedder`] seam, the offline all-MiniLM-L6-v2 runtime
-//! ([`MiniLm`], candle), and the two ways to embed text:
+//! ([`MiniLm`], ONNX Runtime), and the ways to embed text:
 //!
 //! - [`embed_chunked`]: aril's own units. Text longer than the model reads is split into chunks
 //!   that fit, and every chunk is embedded. Nothing is ever truncated.
@@ -9,7 +9,7 @@
 //!   pieces). Only for baselines that reproduce that behaviour on purpose; it reports how many
 //!   inputs it cut.
 //!
-//! Cost: one transformer pass per chunk; about 70-80 chunks/s on 2 cores for ~40-piece inputs.
+//! Cost: one transformer pass per chunk, batched by length (throughput in docs/benchmarks.md).
 
 mod chunk;
 mod error;
@@ -20,7 +20,7 @@ pub use chunk::{
     split_pieces,
 };
 pub use error::EmbedError;
-pub use minilm::{MODEL_NAME, MiniLm, default_model_dir};
+pub use minilm::{MODEL_NAME, MiniLm, RUNTIME_VERSION, default_model_dir, default_runtime_path};
 
 /// The word pieces of a text, without special tokens, with each piece's byte span in the text.
 #[derive(Debug, Clone, Default)]
@@ -29,7 +29,7 @@ pub struct Pieces {
     pub spans: Vec<(usize, usize)>,
 }
 
-/// A sentence-embedding model. Implementations: [`MiniLm`] (candle). Vectors are L2-normalised,
+/// A sentence-embedding model. Implementations: [`MiniLm`] (ONNX Runtime). Vectors are L2-normalised,
 /// so a dot product is the cosine similarity.
 pub trait Embedder: Send + Sync {
     /// Model name, part of every embedding-cache key.

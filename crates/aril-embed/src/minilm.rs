@@ -1,20 +1,35 @@
-//! all-MiniLM-L6-v2 on candle: reads `model.safetensors`, `tokenizer.json` and `config.json` from a
-//! local directory, runs BERT on the CPU, mean-pools over the attention mask and L2-normalises,
-//! exactly as sentence-transformers does.
+//! all-MiniLM-L6-v2 on ONNX Runtime: reads `model.onnx` (written from the model's safetensors by
+//! `scripts/fetch-model`), `tokenizer.json` and `config.json` from a local directory and runs the
+//! graph, which mean-pools over the attention mask and L2-normalises exactly as
+//! sentence-transformers does. ONNX Runtime itself is loaded at run time from the
+//! `libonnxruntime.so` that the PyPI `onnxruntime` wheel ships (see [`default_runtime_path`]).
+//!
+//! Two sessions share the weights' packed copies: one runs large inputs on every core, one runs a
+//! question on its caller's thread alone, so a search never waits behind a bulk embedding and
+//! concurrent searches each keep a core.
 
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
-use candle_core::{DType, Device, Tensor};
-use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config};
+use ort::environment::Environment;
+use ort::session::Session;
+use ort::session::builder::{GraphOptimizationLevel, PrepackedWeights};
+use ort::value::Tensor;
+use serde::Deserialize;
 use tokenizers::Tokenizer;
 
-use crate::{EmbedError, Embedder, Pieces, normalize};
+use crate::{EmbedError, Embedder, Pieces};
 
 pub const MODEL_NAME: &str = "all-MiniLM-L6-v2";
+/// The ONNX Runtime release `scripts/fetch-model` installs (from the PyPI wheel of that version).
+pub const RUNTIME_VERSION: &str = "1.31.1";
 const MAX_PIECES: usize = 256;
 /// Sequences per forward pass; larger batches gain little on 2 cores and pad more.
 const BATCH: usize = 32;
+/// Inputs of at most this many pieces in all run on the one-thread session.
+const SMALL_INPUT_PIECES: usize = 128;
+/// The files a model directory must hold.
+const MODEL_FILES: [&str; 3] = ["model.onnx", "tokenizer.json", "config.json"];
 
 /// Where the model is looked for: `$ARIL_MODEL_DIR`, else `models/all-MiniLM-L6-v2` in the cache
 /// root (`$ARIL_CACHE`, else `~/.cache/aril`), where `scripts/fetch-model` puts it.
@@ -25,20 +40,84 @@ pub fn default_model_dir() -> PathBuf {
     aril_core::cache_root().join("models").join(MODEL_NAME)
 }
 
+/// Where ONNX Runtime is loaded from: `$ARIL_ONNXRUNTIME` (a path to `libonnxruntime.so`), else
+/// `onnxruntime/libonnxruntime.so.<RUNTIME_VERSION>` in the cache root, where
+/// `scripts/fetch-model` puts it.
+pub fn default_runtime_path() -> PathBuf {
+    if let Some(path) = std::env::var_os("ARIL_ONNXRUNTIME") {
+        return PathBuf::from(path);
+    }
+    aril_core::cache_root()
+        .join("onnxruntime")
+        .join(format!("libonnxruntime.so.{RUNTIME_VERSION}"))
+}
+
+/// The ONNX Runtime environment of this process, made once from the first library path asked
+/// for (a process can load one ONNX Runtime only).
+fn environment(library: &Path) -> Result<&'static Environment, EmbedError> {
+    static ENVIRONMENT: OnceLock<Result<(PathBuf, Environment), String>> = OnceLock::new();
+    let made = ENVIRONMENT.get_or_init(|| {
+        if !library.is_file() {
+            return Err(format!(
+                "{} does not exist. Run `scripts/fetch-model` to install ONNX Runtime \
+                 {RUNTIME_VERSION} from its PyPI wheel, or set ARIL_ONNXRUNTIME to a \
+                 libonnxruntime.so of version 1.24 or later",
+                library.display()
+            ));
+        }
+        let environment = ort::init_from(library)
+            .map_err(|e| e.to_string())?
+            .with_name("aril")
+            .with_telemetry(false)
+            .build()
+            .map_err(|e| e.to_string())?;
+        Ok((library.to_path_buf(), environment))
+    });
+    match made {
+        Ok((loaded, environment)) if loaded == library => Ok(environment),
+        Ok((loaded, _)) => Err(EmbedError::Runtime(format!(
+            "ONNX Runtime is already loaded from {} in this process; {} cannot be loaded beside it",
+            loaded.display(),
+            library.display()
+        ))),
+        Err(reason) => Err(EmbedError::Runtime(reason.clone())),
+    }
+}
+
+/// Locks a session; a panic in another holder leaves the session itself intact (ONNX Runtime
+/// keeps no state between runs), so a poisoned lock is taken over.
+fn lock(session: &Mutex<Session>) -> MutexGuard<'_, Session> {
+    session.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The fields of `config.json` the embedder reads.
+#[derive(Deserialize)]
+struct ModelConfig {
+    hidden_size: usize,
+}
+
 /// The all-MiniLM-L6-v2 sentence embedder (384 dimensions, 256 word pieces).
 pub struct MiniLm {
-    model: BertModel,
+    /// Runs inputs on every core.
+    bulk: Mutex<Session>,
+    /// Runs a small input on one thread.
+    small: Mutex<Session>,
     tokenizer: Tokenizer,
     cls: u32,
     sep: u32,
     dim: usize,
-    device: Device,
 }
 
 impl MiniLm {
-    /// Loads the model from `dir`; a missing file gives an error that says how to fetch it.
+    /// Loads the model from `dir` with ONNX Runtime from [`default_runtime_path`].
     pub fn load(dir: &Path) -> Result<Self, EmbedError> {
-        let missing: Vec<&str> = ["model.safetensors", "tokenizer.json", "config.json"]
+        Self::load_with_runtime(dir, &default_runtime_path())
+    }
+
+    /// Loads the model from `dir` with the ONNX Runtime library at `library`. A missing file
+    /// gives an error that says how to fetch it.
+    pub fn load_with_runtime(dir: &Path, library: &Path) -> Result<Self, EmbedError> {
+        let missing: Vec<&str> = MODEL_FILES
             .into_iter()
             .filter(|f| !dir.join(f).is_file())
             .collect();
@@ -54,7 +133,7 @@ impl MiniLm {
         };
         let config_text = std::fs::read_to_string(dir.join("config.json"))
             .map_err(|e| load_err(e.to_string()))?;
-        let config: Config = serde_json::from_str(&config_text)
+        let config: ModelConfig = serde_json::from_str(&config_text)
             .map_err(|e| load_err(format!("config.json: {e}")))?;
         let mut tokenizer = Tokenizer::from_file(dir.join("tokenizer.json"))
             .map_err(|e| load_err(format!("tokenizer.json: {e}")))?;
@@ -70,60 +149,95 @@ impl MiniLm {
                 .ok_or_else(|| load_err(format!("tokenizer has no {name} token")))
         };
         let (cls, sep) = (special("[CLS]")?, special("[SEP]")?);
-        let device = Device::Cpu;
-        // SAFETY: the weights file is memory-mapped read-only; aril never writes to the model
-        // directory, and the user is told not to change the files while aril runs.
-        let vb = unsafe {
-            VarBuilder::from_mmaped_safetensors(
-                &[dir.join("model.safetensors")],
-                DType::F32,
-                &device,
-            )
-        }
-        .map_err(|e| load_err(e.to_string()))?;
-        let model = BertModel::load(vb, &config).map_err(|e| load_err(e.to_string()))?;
+
+        let environment = environment(library)?;
+        let packed = PrepackedWeights::new();
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let session = |threads: usize| {
+            let model = dir.join("model.onnx");
+            Session::builder(environment)
+                .and_then(|b| Ok(b.with_optimization_level(GraphOptimizationLevel::All)?))
+                .and_then(|b| Ok(b.with_intra_threads(threads)?))
+                // Idle workers sleep instead of spinning: a server's searches need the cores.
+                .and_then(|b| Ok(b.with_intra_op_spinning(false)?))
+                .and_then(|b| Ok(b.with_prepacked_weights(&packed)?))
+                .and_then(|mut b| b.commit_from_file(&model))
+                .map_err(|e| load_err(format!("{}: {e}", model.display())))
+        };
         Ok(Self {
-            model,
+            bulk: Mutex::new(session(cores)?),
+            small: Mutex::new(session(1)?),
             tokenizer,
             cls,
             sep,
             dim: config.hidden_size,
-            device,
         })
     }
 
-    fn forward(&self, seqs: &[&[u32]]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let inf = |e: candle_core::Error| EmbedError::Inference(e.to_string());
+    /// The session for an input of `pieces` pieces: a small one takes whichever session is free
+    /// (the one-thread session first), a large one the every-core session.
+    fn session_for(&self, pieces: usize) -> MutexGuard<'_, Session> {
+        if pieces > SMALL_INPUT_PIECES {
+            return lock(&self.bulk);
+        }
+        match self.small.try_lock() {
+            Ok(session) => session,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => match self.bulk.try_lock() {
+                Ok(session) => session,
+                Err(_) => lock(&self.small),
+            },
+        }
+    }
+
+    /// One forward pass over `seqs`, padded to the longest.
+    fn forward(&self, session: &mut Session, seqs: &[&[u32]]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let inf = |e: ort::Error| EmbedError::Inference(e.to_string());
         let width = seqs.iter().map(|s| s.len()).max().unwrap_or(0) + 2;
         let mut ids = Vec::with_capacity(seqs.len() * width);
         let mut mask = Vec::with_capacity(seqs.len() * width);
         for seq in seqs {
-            ids.push(self.cls);
-            ids.extend_from_slice(seq);
-            ids.push(self.sep);
-            ids.extend(std::iter::repeat_n(0, width - seq.len() - 2));
-            mask.extend(std::iter::repeat_n(1u32, seq.len() + 2));
-            mask.extend(std::iter::repeat_n(0u32, width - seq.len() - 2));
+            ids.push(i64::from(self.cls));
+            ids.extend(seq.iter().map(|&id| i64::from(id)));
+            ids.push(i64::from(self.sep));
+            ids.extend(std::iter::repeat_n(0i64, width - seq.len() - 2));
+            mask.extend(std::iter::repeat_n(1i64, seq.len() + 2));
+            mask.extend(std::iter::repeat_n(0i64, width - seq.len() - 2));
         }
-        let shape = (seqs.len(), width);
-        let ids = Tensor::from_vec(ids, shape, &self.device).map_err(inf)?;
-        let mask = Tensor::from_vec(mask, shape, &self.device).map_err(inf)?;
-        let types = ids.zeros_like().map_err(inf)?;
-        let hidden = self.model.forward(&ids, &types, Some(&mask)).map_err(inf)?;
-        // Mean pooling over the attention mask (sentence-transformers' Pooling, mean mode).
-        let mask_f = mask
-            .to_dtype(DType::F32)
-            .and_then(|m| m.unsqueeze(2))
+        let shape = [seqs.len(), width];
+        let ids = Tensor::from_array((shape, ids)).map_err(inf)?;
+        let mask = Tensor::from_array((shape, mask)).map_err(inf)?;
+        let outputs = session
+            .run(ort::inputs!["input_ids" => ids, "attention_mask" => mask])
             .map_err(inf)?;
-        let summed = hidden
-            .broadcast_mul(&mask_f)
-            .and_then(|h| h.sum(1))
+        let (shape, values) = outputs["sentence_embedding"]
+            .try_extract_tensor::<f32>()
             .map_err(inf)?;
-        let counts = mask_f.sum(1).map_err(inf)?;
-        let pooled = summed.broadcast_div(&counts).map_err(inf)?;
-        let mut rows: Vec<Vec<f32>> = pooled.to_vec2().map_err(inf)?;
-        rows.iter_mut().for_each(|r| normalize(r));
-        Ok(rows)
+        if shape.len() != 2 || shape[0] as usize != seqs.len() || shape[1] as usize != self.dim {
+            return Err(EmbedError::Inference(format!(
+                "the model returned shape {shape:?} for {} inputs of dimension {}",
+                seqs.len(),
+                self.dim
+            )));
+        }
+        Ok(values.chunks_exact(self.dim).map(<[f32]>::to_vec).collect())
+    }
+
+    /// Embeds `seqs` in length-sorted batches of [`BATCH`].
+    fn embed_batches(&self, seqs: &[&[u32]]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let pieces: usize = seqs.iter().map(|s| s.len()).sum();
+        let mut session = self.session_for(pieces);
+        // Sort by length so each batch pads little, then restore the caller's order.
+        let mut order: Vec<usize> = (0..seqs.len()).collect();
+        order.sort_by_key(|&i| seqs[i].len());
+        let mut out = vec![Vec::new(); seqs.len()];
+        for batch in order.chunks(BATCH) {
+            let batch_seqs: Vec<&[u32]> = batch.iter().map(|&i| seqs[i]).collect();
+            for (&i, v) in batch.iter().zip(self.forward(&mut session, &batch_seqs)?) {
+                out[i] = v;
+            }
+        }
+        Ok(out)
     }
 }
 
@@ -159,46 +273,9 @@ impl Embedder for MiniLm {
                 max,
             });
         }
-        let pieces: usize = seqs.iter().map(|s| s.len()).sum();
-        if pieces <= SMALL_INPUT_PIECES {
-            // A question: the threads' handshakes cost more than splitting its small products
-            // saves, and concurrent searches each keep a core instead of contending for both.
-            return ON_CALLING_THREAD.with(|pool| match pool {
-                Some(pool) => pool.install(|| self.embed_batches(seqs)),
-                None => self.embed_batches(seqs),
-            });
+        if seqs.is_empty() {
+            return Ok(Vec::new());
         }
         self.embed_batches(seqs)
-    }
-}
-
-/// Inputs of at most this many pieces in all are embedded on the calling thread alone.
-const SMALL_INPUT_PIECES: usize = 128;
-
-thread_local! {
-    /// A rayon pool whose only worker is this thread: candle run inside it never hands work to
-    /// another thread. `None` only if rayon could not make one (then the global pool serves).
-    static ON_CALLING_THREAD: Option<rayon::ThreadPool> = rayon::ThreadPoolBuilder::new()
-        .num_threads(1)
-        .use_current_thread()
-        .build()
-        .map_err(|e| tracing::warn!("no single-thread pool for small inputs: {e}"))
-        .ok();
-}
-
-impl MiniLm {
-    /// Embeds `seqs` in length-sorted batches of [`BATCH`].
-    fn embed_batches(&self, seqs: &[&[u32]]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        // Sort by length so each batch pads little, then restore the caller's order.
-        let mut order: Vec<usize> = (0..seqs.len()).collect();
-        order.sort_by_key(|&i| seqs[i].len());
-        let mut out = vec![Vec::new(); seqs.len()];
-        for batch in order.chunks(BATCH) {
-            let batch_seqs: Vec<&[u32]> = batch.iter().map(|&i| seqs[i]).collect();
-            for (&i, v) in batch.iter().zip(self.forward(&batch_seqs)?) {
-                out[i] = v;
-            }
-        }
-        Ok(out)
     }
 }

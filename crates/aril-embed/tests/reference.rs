@@ -1,4 +1,4 @@
-//! The candle runtime reproduces sentence-transformers 6.2.0 on every reference item, and aril's
+//! The ONNX Runtime embedder reproduces sentence-transformers 6.2.0 on every reference item, and aril's
 //! chunked embedding never truncates.
 
 use std::path::PathBuf;

@@ -13,10 +13,14 @@ use crate::EngineError;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
-    /// Directory with `model.safetensors`, `tokenizer.json`, `config.json` of all-MiniLM-L6-v2.
+    /// Directory with `model.onnx`, `tokenizer.json`, `config.json` of all-MiniLM-L6-v2.
     /// Default: `$ARIL_MODEL_DIR`, else `models/all-MiniLM-L6-v2` in the cache root
     /// (`$ARIL_CACHE`, else `~/.cache/aril`).
     pub model_dir: Option<PathBuf>,
+    /// The ONNX Runtime library (`libonnxruntime.so`, 1.24 or later) the embedder runs on.
+    /// Default: `$ARIL_ONNXRUNTIME`, else `onnxruntime/libonnxruntime.so.1.31.1` in the cache
+    /// root, where `scripts/fetch-model` installs it from the PyPI wheel.
+    pub onnxruntime: Option<PathBuf>,
     /// Roles whose turns get dense vectors (and make up a segment's embedded text). Every turn is
     /// stored and BM25-indexed whatever its role. Default: `["user"]` — the user's own words carry
     /// what there is to remember about them, assistant turns are long and generic (seed 004:
@@ -159,6 +163,7 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             model_dir: None,
+            onnxruntime: None,
             dense_roles: vec![Role::User],
             turn_vectors: TurnVectors::Sentences,
             sentence_min_bytes: 80,

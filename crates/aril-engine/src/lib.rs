@@ -321,7 +321,12 @@ impl Engine {
             .model_dir
             .clone()
             .unwrap_or_else(aril_embed::default_model_dir);
-        let model: Arc<dyn Embedder> = Arc::new(MiniLm::load(&dir)?);
+        let runtime = self
+            .config
+            .onnxruntime
+            .clone()
+            .unwrap_or_else(aril_embed::default_runtime_path);
+        let model: Arc<dyn Embedder> = Arc::new(MiniLm::load_with_runtime(&dir, &runtime)?);
         *loaded = Some(model.clone());
         Ok(model)
     }

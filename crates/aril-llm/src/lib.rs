@@ -5,7 +5,7 @@
 //! a failure — never an empty success. Every call is recorded with its purpose, model, tokens
 //! (from the server's `usage`, or counted with the o200k tokenizer when it has none) and latency.
 //!
-//! The engine is synchronous (SQLite, tantivy, candle), so the client is too.
+//! The engine is synchronous (SQLite, tantivy, ONNX Runtime), so the client is too.
 
 mod client;
 mod config;
