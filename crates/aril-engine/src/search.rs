@@ -631,23 +631,29 @@ fn respond(
     k: usize,
     budget: Option<usize>,
 ) -> SearchResponse {
+    let by_id: HashMap<&TurnId, &Turn> = candidates
+        .iter()
+        .flat_map(|c| &c.turns)
+        .map(|t| (&t.id, t))
+        .collect();
+    let units: Vec<Vec<TurnId>> = candidates
+        .iter()
+        .map(|c| c.turns.iter().map(|t| t.id.clone()).collect())
+        .collect();
     // Each turn costs its rendered tokens plus the newline that joins it to the next.
     let mut cost: HashMap<TurnId, usize> = HashMap::new();
-    let units: Vec<Vec<(TurnId, usize)>> = candidates
-        .iter()
-        .map(|c| {
-            c.turns
-                .iter()
-                .map(|t| {
-                    let n = *cost
-                        .entry(t.id.clone())
-                        .or_insert_with(|| tokens::count(&t.rendered()) + 1);
-                    (t.id.clone(), n)
-                })
-                .collect()
-        })
-        .collect();
-    let packed = pack(&units, k, budget);
+    let packed = pack(
+        &units,
+        |id| {
+            let n = by_id
+                .get(id)
+                .map_or(0, |t| tokens::count(&t.rendered()) + 1);
+            cost.insert(id.clone(), n);
+            n
+        },
+        k,
+        budget,
+    );
     let results = packed
         .chosen
         .iter()

@@ -2,7 +2,7 @@
 //! stopping at `k` units; a unit whose new turns would overflow the token budget is passed over (a
 //! smaller one further down may still fit). No turn is ever shown twice.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
 
 /// The units chosen (index into the candidates, with the turns each newly shows) and the tokens
@@ -13,12 +13,16 @@ pub struct Packed<T> {
     pub tokens: usize,
 }
 
-/// `candidates[i]` = the turns of unit `i` in display order, each with its token cost.
+/// `candidates[i]` = the turns of unit `i` in display order; `cost` gives a turn's tokens. It is
+/// asked only for the turns of the units packing reaches (counting tokens is the costly part of
+/// packing, and the search stops at `k` units), and at most once per turn.
 pub fn pack<T: Eq + Hash + Clone>(
-    candidates: &[Vec<(T, usize)>],
+    candidates: &[Vec<T>],
+    mut cost: impl FnMut(&T) -> usize,
     k: usize,
     budget: Option<usize>,
 ) -> Packed<T> {
+    let mut costs: HashMap<T, usize> = HashMap::new();
     let mut shown: HashSet<T> = HashSet::new();
     let mut chosen = Vec::new();
     let mut tokens = 0usize;
@@ -26,17 +30,20 @@ pub fn pack<T: Eq + Hash + Clone>(
         if chosen.len() >= k {
             break;
         }
-        let new: Vec<&(T, usize)> = turns.iter().filter(|(t, _)| !shown.contains(t)).collect();
+        let new: Vec<&T> = turns.iter().filter(|t| !shown.contains(*t)).collect();
         if new.is_empty() {
             continue;
         }
-        let cost: usize = new.iter().map(|(_, c)| c).sum();
-        if budget.is_some_and(|b| tokens + cost > b) {
+        let unit_cost: usize = new
+            .iter()
+            .map(|t| *costs.entry((*t).clone()).or_insert_with(|| cost(t)))
+            .sum();
+        if budget.is_some_and(|b| tokens + unit_cost > b) {
             continue;
         }
-        tokens += cost;
-        shown.extend(new.iter().map(|(t, _)| t.clone()));
-        chosen.push((i, new.into_iter().map(|(t, _)| t.clone()).collect()));
+        tokens += unit_cost;
+        shown.extend(new.iter().map(|t| (*t).clone()));
+        chosen.push((i, new.into_iter().cloned().collect()));
     }
     Packed { chosen, tokens }
 }
@@ -45,27 +52,30 @@ pub fn pack<T: Eq + Hash + Clone>(
 mod tests {
     use super::*;
 
-    fn unit(turns: &[u32], cost: usize) -> Vec<(u32, usize)> {
-        turns.iter().map(|&t| (t, cost)).collect()
+    /// Packs units given as (turns, cost of each of its turns).
+    fn packed(units: &[(&[u32], usize)], k: usize, budget: Option<usize>) -> Packed<u32> {
+        let costs: HashMap<u32, usize> = units
+            .iter()
+            .flat_map(|(turns, c)| turns.iter().map(move |t| (*t, *c)))
+            .collect();
+        let candidates: Vec<Vec<u32>> = units.iter().map(|(t, _)| t.to_vec()).collect();
+        pack(&candidates, |t| costs[t], k, budget)
     }
 
     #[test]
     fn shown_turns_are_not_shown_again() {
-        let c = vec![
-            unit(&[2], 10),
-            unit(&[1, 2, 3], 10),
-            unit(&[3], 10),
-            unit(&[4], 10),
-        ];
-        let p = pack(&c, 10, None);
+        let p = packed(
+            &[(&[2], 10), (&[1, 2, 3], 10), (&[3], 10), (&[4], 10)],
+            10,
+            None,
+        );
         assert_eq!(p.chosen, vec![(0, vec![2]), (1, vec![1, 3]), (3, vec![4])]);
         assert_eq!(p.tokens, 40);
     }
 
     #[test]
     fn budget_passes_over_what_does_not_fit_but_keeps_smaller_ones() {
-        let c = vec![unit(&[1], 50), unit(&[2], 60), unit(&[3], 40)];
-        let p = pack(&c, 10, Some(100));
+        let p = packed(&[(&[1], 50), (&[2], 60), (&[3], 40)], 10, Some(100));
         assert_eq!(
             p.chosen.iter().map(|(i, _)| *i).collect::<Vec<_>>(),
             vec![0, 2]
@@ -75,7 +85,29 @@ mod tests {
 
     #[test]
     fn k_limits_the_count() {
-        let c = vec![unit(&[1], 1), unit(&[2], 1), unit(&[3], 1)];
-        assert_eq!(pack(&c, 2, None).chosen.len(), 2);
+        assert_eq!(
+            packed(&[(&[1], 1), (&[2], 1), (&[3], 1)], 2, None)
+                .chosen
+                .len(),
+            2
+        );
+    }
+
+    /// Costs are asked for the turns of the units reached only, once per turn.
+    #[test]
+    fn only_the_turns_packing_reaches_are_counted_and_each_once() {
+        let candidates = vec![vec![1u32, 2], vec![2, 3], vec![4], vec![5]];
+        let mut asked = Vec::new();
+        let p = pack(
+            &candidates,
+            |t| {
+                asked.push(*t);
+                1
+            },
+            2,
+            None,
+        );
+        assert_eq!(p.chosen, vec![(0, vec![1, 2]), (1, vec![3])]);
+        assert_eq!(asked, vec![1, 2, 3]);
     }
 }
