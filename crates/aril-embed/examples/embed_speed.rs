@@ -41,5 +41,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ms[ms.len() / 2],
         ms[ms.len() * 99 / 100]
     );
+    let rss_kib = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .map(|v| v.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".to_string());
+    println!("resident memory: {rss_kib}");
     Ok(())
 }
