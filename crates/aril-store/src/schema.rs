@@ -37,6 +37,9 @@ CREATE TABLE IF NOT EXISTS turns (
 );
 CREATE INDEX IF NOT EXISTS turns_scope ON turns (user_id, agent_id, run_id, conversation);
 CREATE INDEX IF NOT EXISTS turns_hash ON turns (text_hash);
+-- A turn's session neighbours in store order (the lexical windows read them on every write).
+CREATE INDEX IF NOT EXISTS turns_session_order
+    ON turns (user_id, agent_id, run_id, conversation, IFNULL(session, ''), seq);
 CREATE TABLE IF NOT EXISTS segments (
     seq            INTEGER PRIMARY KEY AUTOINCREMENT,
     id             TEXT NOT NULL UNIQUE,
