@@ -115,9 +115,13 @@ pub fn stats(engine: &Engine, cmd: &StatsCmd) -> anyhow::Result<()> {
     println!("segments            {}", s.segments);
     println!("turns per segment   {:.2}", stats.turns_per_segment);
     println!("turns in open segs  {}", s.open_segment_turns);
+    // What a stored turn costs the embedder (the cache keeps one entry per distinct text).
     println!(
-        "embedded texts      {} ({} chunks)",
-        s.embeddings, s.embedded_chunks
+        "embedded texts      {} ({} chunks; {:.2} texts, {:.2} chunks per turn)",
+        s.embeddings,
+        s.embedded_chunks,
+        s.embeddings as f64 / s.turns.max(1) as f64,
+        s.embedded_chunks as f64 / s.turns.max(1) as f64
     );
     println!("lexical units       {}", stats.lexical_units);
     println!("cards               {}", s.cards);
