@@ -479,10 +479,15 @@ impl Engine {
                 // Read from the store and build outside the lock (a large user's graph may be
                 // built here), so searches of other users go on; of two searches loading the
                 // same user at once, the second keeps the first's copy.
-                let units = self
-                    .store
-                    .unit_vectors(embedder.name(), &filter.user_id, 0, 0)?;
-                let loaded = UserVectors::load(&settings, &filter.user_id, embedder.name(), units)?;
+                let mut loading = UserVectors::empty(embedder.name());
+                self.store.each_unit_vectors(
+                    embedder.name(),
+                    &filter.user_id,
+                    0,
+                    0,
+                    &mut |unit| loading.add(unit),
+                )?;
+                let loaded = loading.ready(&settings, &filter.user_id)?;
                 let mut vectors = local
                     .vectors
                     .write()

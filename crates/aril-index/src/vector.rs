@@ -287,13 +287,35 @@ impl UserVectors {
         model: &str,
         units: Vec<UnitVectors>,
     ) -> Result<Self, IndexError> {
-        let mut held = Self {
+        let mut held = Self::empty(model);
+        units.into_iter().for_each(|u| held.add(u));
+        held.ready(settings, user)
+    }
+
+    /// No units yet, of `model`: filled by [`UserVectors::add`] one unit at a time (so a large
+    /// user's vectors are held once, in their blocks), then made searchable by
+    /// [`UserVectors::ready`].
+    pub fn empty(model: &str) -> Self {
+        Self {
             blocks: Vec::new(),
             model: model.to_string(),
             last_used: AtomicU64::new(0),
-        };
-        held.push(settings, user, units)?;
-        Ok(held)
+        }
+    }
+
+    /// Adds a unit (each kind in store order, after those held) to its block; its graph waits
+    /// for [`UserVectors::ready`].
+    pub fn add(&mut self, unit: UnitVectors) {
+        self.block_mut(unit.kind).push(unit);
+    }
+
+    /// Gives the large blocks their graphs (opened from `settings.dir`, or built and saved
+    /// there). Takes no lock: a long graph build does not stop searches of other users.
+    pub fn ready(mut self, settings: &VectorSettings, user: &str) -> Result<Self, IndexError> {
+        for block in &mut self.blocks {
+            block.graph_from(0, settings, user, &self.model)?;
+        }
+        Ok(self)
     }
 
     /// Pushes units (each kind in store order, after those held) into their blocks, then keeps

@@ -521,14 +521,28 @@ pub trait Store: Send + Sync {
         hashes: &[String],
     ) -> Result<HashMap<String, Embedding>, StoreError>;
     /// The chunk vectors, under `model`, of the units of a user with a store order above the
-    /// given ones (turns, segments; 0 and 0 for all of them), each kind in store order.
+    /// given ones (turns, segments; 0 and 0 for all of them), each kind in store order, handed
+    /// to `each` one unit at a time: a large user's vectors are never all decoded at once.
+    fn each_unit_vectors(
+        &self,
+        model: &str,
+        user_id: &str,
+        turn_after: i64,
+        segment_after: i64,
+        each: &mut dyn FnMut(UnitVectors),
+    ) -> Result<(), StoreError>;
+    /// [`Store::each_unit_vectors`], collected.
     fn unit_vectors(
         &self,
         model: &str,
         user_id: &str,
         turn_after: i64,
         segment_after: i64,
-    ) -> Result<Vec<UnitVectors>, StoreError>;
+    ) -> Result<Vec<UnitVectors>, StoreError> {
+        let mut out = Vec::new();
+        self.each_unit_vectors(model, user_id, turn_after, segment_after, &mut |u| out.push(u))?;
+        Ok(out)
+    }
     /// Units with a store order above the given ones (turns, segments), for index catch-up.
     fn units_after(&self, turn_seq: i64, segment_seq: i64) -> Result<Vec<UnitText>, StoreError>;
     /// Removes everything of the scopes a filter admits: turns, segments, open segments, and cached

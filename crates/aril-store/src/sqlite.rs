@@ -607,15 +607,15 @@ impl Store for SqliteStore {
             .collect())
     }
 
-    fn unit_vectors(
+    fn each_unit_vectors(
         &self,
         model: &str,
         user_id: &str,
         turn_after: i64,
         segment_after: i64,
-    ) -> Result<Vec<UnitVectors>, StoreError> {
+        each: &mut dyn FnMut(UnitVectors),
+    ) -> Result<(), StoreError> {
         let conn = self.conn()?;
-        let mut out = Vec::new();
         for (kind, table, after) in [
             (UnitKind::Turn, "turns", turn_after),
             (UnitKind::Segment, "segments", segment_after),
@@ -625,27 +625,18 @@ impl Store for SqliteStore {
                  JOIN embeddings e ON e.model = ?1 AND e.text_hash = u.text_hash \
                  WHERE u.user_id = ?2 AND u.seq > ?3 ORDER BY u.seq"
             ))?;
-            let rows = stmt
-                .query_map(params![model, user_id, after], |r| {
-                    Ok((
-                        r.get::<_, String>(0)?,
-                        scope_from_row(r, 1)?,
-                        r.get::<_, Vec<u8>>(4)?,
-                        r.get::<_, i64>(5)?,
-                    ))
-                })?
-                .collect::<Result<Vec<_>, _>>()?;
-            for (id, scope, blob, seq) in rows {
-                out.push(UnitVectors {
+            let mut rows = stmt.query(params![model, user_id, after])?;
+            while let Some(r) = rows.next()? {
+                each(UnitVectors {
                     kind,
-                    id,
-                    seq,
-                    scope,
-                    chunks: codec::decode(&blob)?,
+                    id: r.get(0)?,
+                    seq: r.get(5)?,
+                    scope: scope_from_row(r, 1)?,
+                    chunks: codec::decode(r.get_ref(4)?.as_blob().map_err(rusqlite::Error::from)?)?,
                 });
             }
         }
-        Ok(out)
+        Ok(())
     }
 
     fn units_after(&self, turn_seq: i64, segment_seq: i64) -> Result<Vec<UnitText>, StoreError> {

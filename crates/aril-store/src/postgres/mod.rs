@@ -576,14 +576,15 @@ impl Store for PgStore {
             .collect()
     }
 
-    fn unit_vectors(
+    fn each_unit_vectors(
         &self,
         model: &str,
         user_id: &str,
         turn_after: i64,
         segment_after: i64,
-    ) -> Result<Vec<UnitVectors>, StoreError> {
-        let mut out = Vec::new();
+        each: &mut dyn FnMut(UnitVectors),
+    ) -> Result<(), StoreError> {
+        // PostgreSQL searches its own vectors; this serves copies and checks, not searches.
         let mut client = self.conn()?;
         for (kind, table, after) in [
             (UnitKind::Turn, "turns", turn_after),
@@ -598,7 +599,7 @@ impl Store for PgStore {
                 &[&model, &user_id, &after],
             )?;
             for r in &rows {
-                out.push(UnitVectors {
+                each(UnitVectors {
                     kind,
                     id: r.try_get(0)?,
                     seq: r.try_get(5)?,
@@ -607,7 +608,7 @@ impl Store for PgStore {
                 });
             }
         }
-        Ok(out)
+        Ok(())
     }
 
     fn units_after(&self, turn_seq: i64, segment_seq: i64) -> Result<Vec<UnitText>, StoreError> {
