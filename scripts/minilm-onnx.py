@@ -9,6 +9,7 @@ The graph takes `input_ids` and `attention_mask` (int64, [batch, sequence]; toke
 and folded into the embeddings) and returns `sentence_embedding` ([batch, hidden], float32): the
 encoder's last hidden states mean-pooled over the attention mask and L2-normalised, exactly what
 sentence-transformers' Transformer -> Pooling(mean) -> Normalize computes.
+Self-attention uses ONNX Runtime's fused `Attention` operator, so the graph is for ONNX Runtime.
 """
 
 import json
@@ -59,7 +60,7 @@ def build(model_dir: Path):
     w = load_file(str(model_dir / "model.safetensors"))
     w = {k.removeprefix("bert."): v for k, v in w.items()}
     hidden, heads = config["hidden_size"], config["num_attention_heads"]
-    head_dim, eps = hidden // heads, config["layer_norm_eps"]
+    eps = config["layer_norm_eps"]
     g = Graph()
 
     # Embeddings: word + position + token type 0, then LayerNorm.
@@ -73,32 +74,23 @@ def build(model_dir: Path):
     type0 = g.const("token_type_0", w["embeddings.token_type_embeddings.weight"][0])
     x = g.layer_norm(g.op("Add", [g.op("Add", [word, pos]), type0]), w, "embeddings.LayerNorm", eps)
 
-    # Additive attention mask: 0 where attended, a large negative number on padding; [B,1,1,S].
+    # Self-attention is ONNX Runtime's fused `Attention` operator (com.microsoft domain): one
+    # packed Q/K/V projection, the padding mask given as is. The plain-ONNX form of the same
+    # computation (MatMul, Softmax, Transposes) ran 3-9% slower here and a question ~0.6 ms slower.
+    mask_i32 = g.op("Cast", [mask], to=TensorProto.INT32)
     mask_f = g.op("Cast", [mask], to=TensorProto.FLOAT)
-    bias = g.op("Mul", [g.op("Sub", [g.const("one_f", np.array(1.0, np.float32)), mask_f]),
-                        g.const("neg_large", np.array(-10000.0, np.float32))])
-    bias = g.op("Unsqueeze", [bias, g.const("axes_1_2", np.array([1, 2], np.int64))])
-
-    split_shape = g.const("split_heads", np.array([0, 0, heads, head_dim], np.int64))
-    merge_shape = g.const("merge_heads", np.array([0, 0, hidden], np.int64))
-    scale = g.const("scale", np.array(1.0 / math.sqrt(head_dim), np.float32))
     half = g.const("half", np.array(0.5, np.float32))
     sqrt2 = g.const("sqrt2", np.array(math.sqrt(2.0), np.float32))
-    one = "one_f"
+    one = g.const("one_f", np.array(1.0, np.float32))
     for i in range(config["num_hidden_layers"]):
         p = f"encoder.layer.{i}"
-
-        def heads_of(name, perm):
-            y = g.linear(x, w, f"{p}.attention.self.{name}")
-            return g.op("Transpose", [g.op("Reshape", [y, split_shape])], perm=perm)
-
-        q = heads_of("query", [0, 2, 1, 3])
-        k = heads_of("key", [0, 2, 3, 1])
-        v = heads_of("value", [0, 2, 1, 3])
-        scores = g.op("Add", [g.op("Mul", [g.op("MatMul", [q, k]), scale]), bias])
-        probs = g.op("Softmax", [scores], axis=-1)
-        ctx = g.op("Reshape", [g.op("Transpose", [g.op("MatMul", [probs, v])], perm=[0, 2, 1, 3]),
-                               merge_shape])
+        qkv = [f"{p}.attention.self.{n}" for n in ("query", "key", "value")]
+        qkv_weight = np.concatenate([w[f"{n}.weight"].T for n in qkv], axis=1)
+        qkv_bias = np.concatenate([w[f"{n}.bias"] for n in qkv])
+        ctx = g.op("Attention",
+                   [x, g.const(f"{p}.attention.qkv.weight_t", np.ascontiguousarray(qkv_weight)),
+                    g.const(f"{p}.attention.qkv.bias", qkv_bias), mask_i32],
+                   domain="com.microsoft", num_heads=heads)
         attn = g.linear(ctx, w, f"{p}.attention.output.dense")
         x = g.layer_norm(g.op("Add", [attn, x]), w, f"{p}.attention.output.LayerNorm", eps)
         inner = g.linear(x, w, f"{p}.intermediate.dense")
@@ -128,10 +120,13 @@ def build(model_dir: Path):
         [helper.make_tensor_value_info("sentence_embedding", TensorProto.FLOAT,
                                        ["batch", hidden])],
         g.inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET),
+                                             helper.make_opsetid("com.microsoft", 1)],
                               producer_name="aril scripts/minilm-onnx.py")
     model.ir_version = 8
-    onnx.checker.check_model(model)
+    # The checker knows the standard operators only; ONNX Runtime checks the rest when it loads
+    # the graph, and aril's reference test checks the vectors.
+    onnx.checker.check_model(model, full_check=False)
     return model
 
 
