@@ -540,7 +540,9 @@ pub trait Store: Send + Sync {
         segment_after: i64,
     ) -> Result<Vec<UnitVectors>, StoreError> {
         let mut out = Vec::new();
-        self.each_unit_vectors(model, user_id, turn_after, segment_after, &mut |u| out.push(u))?;
+        self.each_unit_vectors(model, user_id, turn_after, segment_after, &mut |u| {
+            out.push(u)
+        })?;
         Ok(out)
     }
     /// Units with a store order above the given ones (turns, segments), for index catch-up.
