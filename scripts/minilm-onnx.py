@@ -135,6 +135,7 @@ def main():
         sys.exit(__doc__)
     model = build(Path(sys.argv[1]))
     out = Path(sys.argv[2])
+    out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".onnx.part")
     onnx.save(model, str(tmp))
     tmp.replace(out)
