@@ -646,15 +646,12 @@ fn respond(
         .map(|c| c.turns.iter().map(|t| t.id.clone()).collect())
         .collect();
     // Each turn costs its rendered tokens plus the newline that joins it to the next.
-    let mut cost: HashMap<TurnId, usize> = HashMap::new();
     let packed = pack(
         &units,
         |id| {
-            let n = by_id
+            by_id
                 .get(id)
-                .map_or(0, |t| tokens::count(&t.rendered()) + 1);
-            cost.insert(id.clone(), n);
-            n
+                .map_or(0, |t| tokens::count(&t.rendered()) + 1)
         },
         k,
         budget,
@@ -686,7 +683,7 @@ fn respond(
                 },
                 time: turns.iter().filter_map(|t| t.turn.event_time).min(),
                 score: c.score,
-                tokens: shown.iter().map(|t| cost[t]).sum(),
+                tokens: shown.iter().map(|t| packed.costs[t]).sum(),
             }
         })
         .collect();

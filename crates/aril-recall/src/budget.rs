@@ -5,12 +5,13 @@
 use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
 
-/// The units chosen (index into the candidates, with the turns each newly shows) and the tokens
-/// used.
+/// The units chosen (index into the candidates, with the turns each newly shows), the tokens
+/// used, and the cost of every turn packing asked about (each chosen turn's among them).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Packed<T> {
+pub struct Packed<T: Eq + Hash> {
     pub chosen: Vec<(usize, Vec<T>)>,
     pub tokens: usize,
+    pub costs: HashMap<T, usize>,
 }
 
 /// `candidates[i]` = the turns of unit `i` in display order; `cost` gives a turn's tokens. It is
@@ -45,7 +46,11 @@ pub fn pack<T: Eq + Hash + Clone>(
         shown.extend(new.iter().map(|t| (*t).clone()));
         chosen.push((i, new.into_iter().cloned().collect()));
     }
-    Packed { chosen, tokens }
+    Packed {
+        chosen,
+        tokens,
+        costs,
+    }
 }
 
 #[cfg(test)]
