@@ -312,9 +312,7 @@ impl UserVectors {
     /// Gives the large blocks their graphs (opened from `settings.dir`, or built and saved
     /// there). Takes no lock: a long graph build does not stop searches of other users.
     pub fn ready(mut self, settings: &VectorSettings, user: &str) -> Result<Self, IndexError> {
-        for block in &mut self.blocks {
-            block.graph_from(0, settings, user, &self.model)?;
-        }
+        self.graphs_from(&[], settings, user)?;
         Ok(self)
     }
 
@@ -331,6 +329,17 @@ impl UserVectors {
         for u in units {
             self.block_mut(u.kind).push(u);
         }
+        self.graphs_from(&before, settings, user)
+    }
+
+    /// Keeps each block's graph up with its units past `before[i]` (block `i`; 0 for a block
+    /// past the end of `before`), leaving alone the blocks that got none.
+    fn graphs_from(
+        &mut self,
+        before: &[usize],
+        settings: &VectorSettings,
+        user: &str,
+    ) -> Result<(), IndexError> {
         for (i, block) in self.blocks.iter_mut().enumerate() {
             let from = before.get(i).copied().unwrap_or(0);
             if from < block.units.len() {
