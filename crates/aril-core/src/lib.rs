@@ -14,6 +14,7 @@ mod scope;
 mod segment;
 pub mod tokens;
 mod turn;
+mod unit;
 mod window;
 
 pub use cache::cache_root;
@@ -23,4 +24,5 @@ pub use ids::{content_hash, short_hash};
 pub use scope::{Scope, ScopeFilter};
 pub use segment::{CloseReason, Segment, SegmentId};
 pub use turn::{NewTurn, Role, Turn, TurnId, render_line, render_turns};
+pub use unit::{UnitId, UnitKind};
 pub use window::{WINDOW_SPAN, WINDOW_TOKENS, window_text};

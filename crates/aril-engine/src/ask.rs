@@ -14,11 +14,12 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+use aril_core::UnitKind;
 use aril_core::{Card, CardId, CardKind, Role, ScopeFilter, Turn, TurnId, tokens};
 use aril_llm::{ChatModel, ChatRequest, LlmError, Message, Purpose, Reranker, ResponseFormat};
 use aril_plan::{Plan, PlanConfig, PlanPath, TimeWindow, Want, plan_question};
 use aril_recall::{rrf, rrf_ranked, select_diverse};
-use aril_store::{CardLookup, UnitKind};
+use aril_store::CardLookup;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
@@ -347,7 +348,7 @@ impl Engine {
         let chosen: Vec<Unit> = index
             .dense(&request.filter, &qv, k * 2)?
             .into_iter()
-            .map(|h| Unit::Card(CardId(h.id)))
+            .filter_map(|h| h.unit.card().cloned().map(Unit::Card))
             .collect();
         let scores = chosen
             .iter()
@@ -597,7 +598,7 @@ impl Engine {
                     .collect()
             };
             let hits = |hits: Vec<aril_index::Hit>| -> Vec<CardId> {
-                hits.into_iter().map(|h| CardId(h.id)).collect()
+                hits.iter().filter_map(|h| h.unit.card().cloned()).collect()
             };
             let dense = hits(index.dense(filter, &qv, per_list)?);
             // The user profile: the preference cards among the dense hits get a list of their

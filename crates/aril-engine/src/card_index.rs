@@ -12,16 +12,18 @@
 use std::collections::HashMap;
 use std::sync::{Arc, PoisonError};
 
-use aril_core::{Card, CardId, ScopeFilter};
-use aril_index::{Hit, LexicalIndex, VectorIndex, VectorSearch, Watermark};
-use aril_store::{CardVectors, StoreSearch, StoredChunk, UnitKind, UnitText, UnitVectors};
+use aril_core::{Card, CardId, ScopeFilter, UnitKind};
+use aril_index::{Hit, LexicalIndex, UnitSearch, VectorIndex, Watermark};
+use aril_store::{CardVectors, Store, StoredChunk, UnitText, UnitVectors};
 
 use crate::{Engine, EngineError};
 
 pub(crate) struct CardIndex {
     cards: HashMap<CardId, Card>,
+    /// The cards' vectors (near-duplicate checks, and dense search when cards are searched here).
     vectors: VectorIndex,
-    /// `None` when the store searches itself.
+    /// BM25 over the cards: `Some` exactly when cards are searched here, `None` when the
+    /// engine's search indexes them ([`UnitSearch::indexes_cards`]).
     lexical: Option<LexicalIndex>,
     /// The embedding model of the vectors.
     model: String,
@@ -37,10 +39,11 @@ struct CardsAndVectors {
     fresh: Vec<CardVectors>,
 }
 
-/// A user's card index with the store's search beside it, for one query.
+/// A user's card index with the engine's search beside it, for one query.
 pub(crate) struct CardsView<'a> {
     index: Arc<CardIndex>,
-    search: Option<&'a dyn StoreSearch>,
+    search: &'a dyn UnitSearch,
+    store: &'a dyn Store,
 }
 
 impl CardsView<'_> {
@@ -55,12 +58,19 @@ impl CardsView<'_> {
         query: &[f32],
         k: usize,
     ) -> Result<Vec<Hit>, EngineError> {
-        Ok(match self.search {
-            Some(search) => search.dense(&self.index.model, filter, query, k, UnitKind::Card)?,
-            None => self
+        Ok(match &self.index.lexical {
+            Some(_) => self
                 .index
                 .vectors
                 .search(filter, query, k, &[UnitKind::Card])?,
+            None => self.search.dense(
+                self.store,
+                &self.index.model,
+                filter,
+                query,
+                k,
+                UnitKind::Card,
+            )?,
         })
     }
 
@@ -70,13 +80,12 @@ impl CardsView<'_> {
         query: &str,
         k: usize,
     ) -> Result<Vec<Hit>, EngineError> {
-        match (self.search, &self.index.lexical) {
-            (Some(search), _) => Ok(search.lexical(filter, query, k, UnitKind::Card, None)?),
-            (None, Some(lexical)) => {
-                Ok(lexical.search(filter, query, k, &[UnitKind::Card], None)?)
-            }
-            (None, None) => Err(EngineError::NoIndex),
-        }
+        Ok(match &self.index.lexical {
+            Some(lexical) => lexical.search(filter, query, k, &[UnitKind::Card], None)?,
+            None => self
+                .search
+                .lexical(filter, query, k, UnitKind::Card, None)?,
+        })
     }
 
     /// The best cosine between two cards' chunks (0 when either has no vector).
@@ -111,7 +120,8 @@ impl Engine {
         };
         Ok(CardsView {
             index,
-            search: self.store.search(),
+            search: &*self.search,
+            store: &*self.store,
         })
     }
 
@@ -198,9 +208,9 @@ impl Engine {
                 })
                 .collect(),
         )?;
-        let lexical = match self.store.search() {
-            Some(_) => None,
-            None => {
+        let lexical = match self.search.indexes_cards() {
+            true => None,
+            false => {
                 let mut lexical = LexicalIndex::in_memory()?;
                 let units: Vec<UnitText> = cards
                     .iter()

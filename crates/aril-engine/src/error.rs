@@ -22,8 +22,6 @@ pub enum EngineError {
     UnknownMemory(String),
     #[error("invalid configuration: {0}")]
     Config(String),
-    #[error("internal error: the store does not search itself and no local index is open")]
-    NoIndex,
     #[error(transparent)]
     Store(#[from] aril_store::StoreError),
     #[error(transparent)]

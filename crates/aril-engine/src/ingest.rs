@@ -359,8 +359,7 @@ impl Engine {
         };
         let committed = self.store.commit(batch)?;
         open.version += 1;
-        self.catch_up_lexical()?;
-        self.catch_up_vectors(&scope.user_id)?;
+        self.search.committed(&*self.store, &scope.user_id)?;
         Ok(IngestReport {
             turns_added: committed.turns_added,
             turns_skipped: committed.turns_skipped,

@@ -32,15 +32,15 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use aril_embed::{Embedder, MiniLm};
-use aril_index::{LexicalIndex, VectorIndex, VectorSettings};
+use aril_index::{EmbeddedIndex, InStore, LexicalIndex, UnitSearch, VectorSettings};
 use aril_segment::Segmenter;
 use aril_store::{PgStore, SqliteStore, Store, StoreStats};
 use serde::Serialize;
 
 pub use aril_cards::EncodeConfig;
 pub use aril_core::{
-    Card, CardId, CardKind, NewTurn, Role, Scope, ScopeFilter, Segment, SegmentId, TurnId,
-    parse_calendar_date,
+    Card, CardId, CardKind, NewTurn, Role, Scope, ScopeFilter, Segment, SegmentId, TurnId, UnitId,
+    UnitKind, parse_calendar_date,
 };
 pub use aril_datasets as datasets;
 pub use aril_embed as embed;
@@ -50,7 +50,7 @@ pub use aril_segment::SegmenterConfig;
 pub use aril_store::transfer::{Fingerprint, MoveProgress, MoveReport, Table};
 pub use aril_store::{
     ApiKeyRecord, DeleteReport, PG_SCHEMA_VERSION, SCHEMA_VERSION as EMBEDDED_SCHEMA_VERSION,
-    StoreError, UnitKind,
+    StoreError,
 };
 pub use ask::{AskRequest, AskResponse, ContextItem, Profile, Recalled};
 pub use card_memory::CardMemory;
@@ -113,17 +113,6 @@ impl StoreAt {
     }
 }
 
-/// The indexes an engine derives beside an embedded store, in its data directory and memory. A
-/// store that searches itself (PostgreSQL) needs none: every process sharing it sees its index.
-struct LocalIndexes {
-    lexical: LexicalIndex,
-    /// Each user's vectors, loaded by the first search that needs them (a reader), dropped by
-    /// writers that change them.
-    vectors: RwLock<VectorIndex>,
-    /// One process owns the directory these live in.
-    _lock: lock::DirLock,
-}
-
 /// An open memory: a data directory with its embedded store, or a PostgreSQL store. One process
 /// at a time owns a data directory; any number share a PostgreSQL store.
 ///
@@ -137,8 +126,11 @@ pub struct Engine {
     at: StoreAt,
     config: Config,
     store: Box<dyn Store>,
-    /// `Some` exactly when the store does not search itself ([`Store::search`] is `None`).
-    local: Option<LocalIndexes>,
+    /// Dense and lexical search over the store's units: indexes derived beside an embedded
+    /// store, or the store's own.
+    search: Box<dyn UnitSearch>,
+    /// An embedded data directory is owned by one process.
+    _lock: Option<lock::DirLock>,
     segmenter: Segmenter,
     /// Loaded on first use; the lock is held while loading, so it happens once.
     embedder: Mutex<Option<Arc<dyn Embedder>>>,
@@ -231,7 +223,8 @@ impl Engine {
         embedder: Option<Arc<dyn Embedder>>,
     ) -> Result<Self, EngineError> {
         config.validate()?;
-        let (store, local): (Box<dyn Store>, Option<LocalIndexes>) = match at {
+        type Opened = (Box<dyn Store>, Box<dyn UnitSearch>, Option<lock::DirLock>);
+        let (store, search, lock): Opened = match at {
             StoreAt::Embedded => {
                 std::fs::create_dir_all(dir).map_err(|e| EngineError::Io {
                     what: format!("creating data directory {}", dir.display()),
@@ -239,36 +232,33 @@ impl Engine {
                 })?;
                 let lock = lock::DirLock::acquire(dir)?;
                 let store = SqliteStore::open(&dir.join(STORE_FILE))?;
-                let lexical = Self::open_lexical(dir)?;
-                (
-                    Box::new(store),
-                    Some(LocalIndexes {
-                        lexical,
-                        vectors: RwLock::new(VectorIndex::new(VectorSettings {
-                            dir: Some(dir.join(VECTORS_DIR)),
-                            ann_min_chunks: config.ann_min_chunks,
-                            max_held_bytes: config.vector_memory_mib.saturating_mul(1 << 20),
-                        })),
-                        _lock: lock,
-                    }),
-                )
+                let settings = VectorSettings {
+                    dir: Some(dir.join(VECTORS_DIR)),
+                    ann_min_chunks: config.ann_min_chunks,
+                    max_held_bytes: config.vector_memory_mib.saturating_mul(1 << 20),
+                };
+                let index = EmbeddedIndex::open(Self::open_lexical(dir)?, settings, &store)?;
+                (Box::new(store), Box::new(index), Some(lock))
             }
             // Nothing local: the database holds and searches everything.
-            StoreAt::Postgres(url) => (Box::new(PgStore::open(url)?), None),
+            StoreAt::Postgres(url) => {
+                let store = PgStore::open(url)?;
+                let search = InStore::new(store.searcher());
+                (Box::new(store), Box::new(search), None)
+            }
         };
-        let mut engine = Self {
+        Ok(Self {
             dir: dir.to_path_buf(),
             at: at.clone(),
             segmenter: Segmenter::new(config.segmenter.clone()),
             config,
             store,
-            local,
+            search,
+            _lock: lock,
             embedder: Mutex::new(embedder),
             card_indexes: Default::default(),
             reranker: None,
-        };
-        engine.catch_up_indexes()?;
-        Ok(engine)
+        })
     }
 
     /// The data directory's lexical index. It is derived from the directory's own store: one an
@@ -337,115 +327,9 @@ impl Engine {
         self.embedder().map(|_| ())
     }
 
-    /// On open: rebuilds the lexical index when it holds more units than the store (a deletion
-    /// interrupted between the two), then catches it up.
-    fn catch_up_indexes(&mut self) -> Result<(), EngineError> {
-        let Some(local) = &mut self.local else {
-            return Ok(());
-        };
-        let stats = self.store.stats()?;
-        // Each turn is indexed twice (itself and its window), each segment once.
-        if local.lexical.len() > 2 * stats.turns + stats.segments {
-            tracing::warn!("lexical index holds units the store lacks; rebuilding it");
-            local.lexical.clear()?;
-        }
-        self.catch_up_lexical()
-    }
-
-    /// Adds to the lexical index the units committed after its watermark. Cost: proportional to
-    /// what is new, so it runs after every ingest batch.
-    fn catch_up_lexical(&mut self) -> Result<(), EngineError> {
-        let Some(local) = &mut self.local else {
-            return Ok(());
-        };
-        let mark = local.lexical.watermark()?;
-        let mut units = self.store.units_after(mark.turn_seq, mark.segment_seq)?;
-        if !units.is_empty() {
-            let mut next = mark;
-            next.windows = true;
-            let mut new_turns = Vec::new();
-            for u in &units {
-                match u.kind {
-                    UnitKind::Turn => {
-                        next.turn_seq = next.turn_seq.max(u.seq);
-                        new_turns.push(TurnId(u.id.clone()));
-                    }
-                    UnitKind::Segment => next.segment_seq = next.segment_seq.max(u.seq),
-                    UnitKind::Card | UnitKind::Window => {}
-                }
-            }
-            // New turns window themselves and widen the windows of the turns before them.
-            let store = &self.store;
-            units.extend(aril_store::windows_widened(&new_turns, |ids| {
-                store.session_neighbourhoods(ids, aril_core::WINDOW_SPAN)
-            })?);
-            local.lexical.add(&units, next)?;
-        }
-        Ok(())
-    }
-
-    /// Forgets every user's card index and vectors, and removes the saved vector graphs (all
-    /// rebuilt from the store on use).
-    fn forget_derived(&mut self) -> Result<(), EngineError> {
+    /// Forgets every user's card index (rebuilt from the store on use).
+    fn forget_card_indexes(&mut self) {
         self.card_indexes = RwLock::default();
-        if let Some(local) = &mut self.local {
-            local
-                .vectors
-                .get_mut()
-                .unwrap_or_else(PoisonError::into_inner)
-                .clear()?;
-        }
-        Ok(())
-    }
-
-    /// Removes a user's saved vector graphs; called before a deletion of the user's units
-    /// reaches the store, so no file keeps a deleted vector whatever happens next.
-    fn drop_vector_files(&self, user_id: &str) -> Result<(), EngineError> {
-        if let Some(local) = &self.local {
-            local
-                .vectors
-                .read()
-                .unwrap_or_else(PoisonError::into_inner)
-                .remove_files(user_id)?;
-        }
-        Ok(())
-    }
-
-    /// Forgets the in-memory vectors of a user (reloaded from the store on the next query).
-    fn evict_vectors(&mut self, user_id: &str) {
-        if let Some(local) = &mut self.local {
-            local
-                .vectors
-                .get_mut()
-                .unwrap_or_else(PoisonError::into_inner)
-                .evict(user_id);
-        }
-    }
-
-    /// Brings a loaded user's vectors (and graphs) up to the store after a commit: the units
-    /// stored after those held are appended. A user not loaded is read whole on its next search.
-    fn catch_up_vectors(&mut self, user_id: &str) -> Result<(), EngineError> {
-        let Some(local) = &self.local else {
-            return Ok(());
-        };
-        let held = local
-            .vectors
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .held_through(user_id);
-        let Some((turns, segments)) = held else {
-            return Ok(());
-        };
-        let model = self.embedder()?.name().to_string();
-        let units = self.store.unit_vectors(&model, user_id, turns, segments)?;
-        if let Some(local) = &mut self.local {
-            local
-                .vectors
-                .get_mut()
-                .unwrap_or_else(PoisonError::into_inner)
-                .append(user_id, units)?;
-        }
-        Ok(())
     }
 
     /// Rebuilds the lexical index from the store, drops the in-memory vectors (reloaded from
@@ -453,25 +337,13 @@ impl Engine {
     /// the number of units indexed. A store that searches itself has nothing to rebuild: its
     /// units are counted.
     pub fn reindex(&mut self) -> Result<u64, EngineError> {
-        self.forget_derived()?;
-        if let Some(local) = &mut self.local {
-            local.lexical.clear()?;
-        }
-        self.catch_up_indexes()?;
+        self.forget_card_indexes();
+        self.search.rebuild(&*self.store)?;
         let cards = self.store_missing_card_vectors()?;
         if cards > 0 {
             tracing::info!(cards, "stored the vectors cards lacked");
         }
-        Ok(self.lexical_units(&self.store.stats()?))
-    }
-
-    /// Units BM25 finds: the local index's, or (a store that indexes in the commit that stores)
-    /// every turn, its window and every segment.
-    fn lexical_units(&self, stats: &StoreStats) -> u64 {
-        match &self.local {
-            Some(local) => local.lexical.len(),
-            None => 2 * stats.turns + stats.segments,
-        }
+        Ok(self.search.documents(&self.store.stats()?))
     }
 
     /// Store and index counts.
@@ -485,7 +357,7 @@ impl Engine {
         Ok(Stats {
             data_dir: self.dir.display().to_string(),
             backend: self.at.describe(),
-            lexical_units: self.lexical_units(&store),
+            lexical_units: self.search.documents(&store),
             turns_per_segment,
             llm: self.store.llm_usage()?,
             store,
@@ -522,12 +394,9 @@ impl Engine {
     /// Deletes everything a filter admits from the store, the lexical index, the vector index and
     /// the embedding cache. An unknown scope is an error and changes nothing.
     pub fn delete(&mut self, filter: &ScopeFilter) -> Result<DeleteReport, EngineError> {
-        self.drop_vector_files(&filter.user_id)?;
+        self.search.deleting(&filter.user_id)?;
         let report = self.store.delete(filter)?;
-        if let Some(local) = &mut self.local {
-            local.lexical.delete(filter)?;
-        }
-        self.evict_vectors(&filter.user_id);
+        self.search.deleted_scope(filter)?;
         self.drop_card_index(&filter.user_id);
         Ok(report)
     }
@@ -536,15 +405,7 @@ impl Engine {
     /// whole, none of a user the store does not hold).
     pub fn check_integrity(&self) -> Result<(), EngineError> {
         self.store.check_integrity()?;
-        if let Some(local) = &self.local {
-            let users: std::collections::HashSet<String> =
-                self.store.users()?.into_iter().collect();
-            local
-                .vectors
-                .read()
-                .unwrap_or_else(PoisonError::into_inner)
-                .check_files(&|user| users.contains(user))?;
-        }
+        self.search.check(&*self.store)?;
         Ok(())
     }
 }

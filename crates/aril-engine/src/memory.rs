@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 
-use aril_core::{NewTurn, Scope, Segment, Turn, TurnId, tokens};
+use aril_core::{NewTurn, Scope, Segment, Turn, TurnId, UnitId, tokens};
 use aril_segment::Closed;
 use aril_store::{DeleteReport, OpenSegmentRecord, RevisionRecord, TurnDeletion};
 use chrono::{DateTime, Utc};
@@ -203,8 +203,14 @@ impl Engine {
             .into_iter()
             .filter(|t| !versions.contains(t))
             .collect();
-        for t in &turns {
-            self.drop_vector_files(&t.turn.scope.user_id)?;
+        let mut users: Vec<&str> = turns
+            .iter()
+            .map(|t| t.turn.scope.user_id.as_str())
+            .collect();
+        users.sort_unstable();
+        users.dedup();
+        for user in &users {
+            self.search.deleting(user)?;
         }
         let report = self.store.delete_turns(TurnDeletion {
             turns: versions.clone(),
@@ -213,22 +219,17 @@ impl Engine {
             embeddings,
             open_segments,
         })?;
-        let gone: Vec<&str> = versions
+        let gone: Vec<UnitId> = versions
             .iter()
-            .map(|t| t.0.as_str())
-            .chain(holding.iter().map(|s| s.id.0.as_str()))
+            .cloned()
+            .map(UnitId::Turn)
+            .chain(holding.iter().map(|s| UnitId::Segment(s.id.clone())))
             .collect();
-        if let Some(local) = &mut self.local {
-            local.lexical.delete_units(&gone)?;
-            let windows = aril_store::session_windows(self.store.as_ref(), &neighbours)?;
-            let mark = local.lexical.watermark()?;
-            local.lexical.add(&windows, mark)?;
-        }
-        self.catch_up_lexical()?;
-        for t in &turns {
-            self.evict_vectors(&t.turn.scope.user_id);
+        self.search
+            .deleted_units(&*self.store, &users, &gone, &neighbours)?;
+        for user in users {
             // The rebuilt segments' cards went with them.
-            self.drop_card_index(&t.turn.scope.user_id);
+            self.drop_card_index(user);
         }
         Ok(report)
     }

@@ -17,13 +17,11 @@
 //! tantivy queries, `focus_depth` times deeper.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::PoisonError;
 
-use aril_core::{ScopeFilter, SegmentId, Turn, TurnId, tokens};
+use aril_core::{ScopeFilter, SegmentId, Turn, TurnId, UnitId, UnitKind, tokens};
 use aril_embed::embed_chunked;
-use aril_index::{Hit, UserVectors, VectorIndex, VectorSearch};
+use aril_index::Hit;
 use aril_recall::{pack, rrf_ranked};
-use aril_store::UnitKind;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
@@ -99,13 +97,12 @@ struct FocusLists {
     windows: Vec<Hit>,
 }
 
-/// A unit key with its rank in one list (from 1).
-type Ranked = ((UnitKind, String), usize);
+/// A unit with its rank in one list (from 1).
+type Ranked = (UnitId, usize);
 
 /// A fused unit with its current turns.
 pub(crate) struct Candidate {
-    pub kind: UnitKind,
-    pub id: String,
+    pub unit: UnitId,
     pub score: f32,
     pub turns: Vec<Turn>,
 }
@@ -191,7 +188,7 @@ impl Engine {
         // Hits come best first, so each session's scores are gathered in descending order.
         let mut scores: Vec<(SessionKey, Vec<f32>)> = Vec::new();
         for h in dense_turns {
-            let Some(turn) = read.get(&TurnId(h.id.clone())) else {
+            let Some(turn) = h.unit.turn().and_then(|id| read.get(id)) else {
                 continue;
             };
             if superseded.contains(&turn.id) {
@@ -294,7 +291,7 @@ impl Engine {
         let ranked = |hits: &[Hit]| -> Vec<Ranked> {
             hits.iter()
                 .take(c)
-                .map(|h| (h.kind, h.id.clone()))
+                .map(|h| h.unit.clone())
                 .zip(1..)
                 .collect()
         };
@@ -324,21 +321,14 @@ impl Engine {
         self.resolve(&fused, &superseded, read)
     }
 
-    /// BM25 over the turns' lexical windows; a window hit stands for its turn.
+    /// BM25 over the turns' lexical windows; a window hit is its turn's ([`UnitId::of`]).
     fn window_hits(
         &self,
         filter: &ScopeFilter,
         query: &str,
         k: usize,
     ) -> Result<Vec<Hit>, EngineError> {
-        Ok(self
-            .lexical_hits(filter, query, k, UnitKind::Window)?
-            .into_iter()
-            .map(|h| Hit {
-                kind: UnitKind::Turn,
-                ..h
-            })
-            .collect())
+        self.lexical_hits(filter, query, k, UnitKind::Window)
     }
 
     /// Speaker focus ([`crate::focus`]): when the question names speakers of the candidate
@@ -358,7 +348,7 @@ impl Engine {
         let speakers = candidates
             .iter()
             .flat_map(|l| l.iter())
-            .filter_map(|h| read.get(&TurnId(h.id.clone())))
+            .filter_map(|h| h.unit.turn().and_then(|id| read.get(id)))
             .filter_map(|t| t.turn.speaker.as_deref());
         let names: Vec<String> = crate::focus::named_speakers(query, speakers)
             .into_iter()
@@ -427,7 +417,7 @@ impl Engine {
         let ids = lists
             .iter()
             .flat_map(|l| l.iter())
-            .map(|h| TurnId(h.id.clone()));
+            .filter_map(|h| h.unit.turn().cloned());
         self.read_turns(ids, read)
     }
 
@@ -452,8 +442,7 @@ impl Engine {
         Ok(())
     }
 
-    /// The `k` turns or segments nearest `qv` inside the filter: the store's search when it has
-    /// one, else the user's vectors held in memory (loaded from the store on first use).
+    /// The `k` turns or segments nearest `qv` inside the filter.
     pub(crate) fn dense_hits(
         &self,
         filter: &ScopeFilter,
@@ -462,48 +451,13 @@ impl Engine {
         kind: UnitKind,
     ) -> Result<Vec<Hit>, EngineError> {
         let embedder = self.embedder()?;
-        match (self.store.search(), &self.local) {
-            (Some(search), _) => Ok(search.dense(embedder.name(), filter, qv, k, kind)?),
-            (None, Some(local)) => {
-                let read = |vectors: &VectorIndex| {
-                    vectors
-                        .has_user(&filter.user_id)
-                        .then(|| vectors.search(filter, qv, k, &[kind]))
-                };
-                let held = local.vectors.read().unwrap_or_else(PoisonError::into_inner);
-                if let Some(hits) = read(&held) {
-                    return Ok(hits?);
-                }
-                let settings = held.settings().clone();
-                drop(held);
-                // Read from the store and build outside the lock (a large user's graph may be
-                // built here), so searches of other users go on; of two searches loading the
-                // same user at once, the second keeps the first's copy.
-                let mut loading = UserVectors::empty(embedder.name());
-                self.store.each_unit_vectors(
-                    embedder.name(),
-                    &filter.user_id,
-                    0,
-                    0,
-                    &mut |unit| loading.add(unit),
-                )?;
-                let loaded = loading.ready(&settings, &filter.user_id)?;
-                let mut vectors = local
-                    .vectors
-                    .write()
-                    .unwrap_or_else(PoisonError::into_inner);
-                if !vectors.has_user(&filter.user_id) {
-                    vectors.insert_user(&filter.user_id, loaded);
-                }
-                Ok(vectors.search(filter, qv, k, &[kind])?)
-            }
-            (None, None) => Err(EngineError::NoIndex),
-        }
+        Ok(self
+            .search
+            .dense(&*self.store, embedder.name(), filter, qv, k, kind)?)
     }
 
-    /// The `k` units of `kind` BM25 ranks best for `query` inside the filter: the store's
-    /// search when it has one, else the data directory's tantivy index. Turns are those of the
-    /// roles `recall.lexical_turn_roles` admits; windows and segments are every turn's.
+    /// The `k` units of `kind` BM25 ranks best for `query` inside the filter. Turns are those
+    /// of the roles `recall.lexical_turn_roles` admits; windows and segments are every turn's.
     pub(crate) fn lexical_hits(
         &self,
         filter: &ScopeFilter,
@@ -515,28 +469,26 @@ impl Engine {
             (UnitKind::Turn, LexicalTurnRoles::DenseRoles) => Some(&self.config.dense_roles[..]),
             _ => None,
         };
-        match (self.store.search(), &self.local) {
-            (Some(search), _) => Ok(search.lexical(filter, query, k, kind, roles)?),
-            (None, Some(local)) => Ok(local.lexical.search(filter, query, k, &[kind], roles)?),
-            (None, None) => Err(EngineError::NoIndex),
-        }
+        Ok(self.search.lexical(filter, query, k, kind, roles)?)
     }
 
     /// A segment ranking turned into a turn ranking: every member turn takes its segment's rank.
     fn member_turns(&self, hits: &[Hit]) -> Result<Vec<Ranked>, EngineError> {
-        let ids: Vec<SegmentId> = hits.iter().map(|h| SegmentId(h.id.clone())).collect();
+        let ids: Vec<SegmentId> = hits
+            .iter()
+            .filter_map(|h| h.unit.segment().cloned())
+            .collect();
         let segments = self.store.segments(&ids)?;
-        let by_id: HashMap<&str, &aril_core::Segment> =
-            segments.iter().map(|s| (s.id.0.as_str(), s)).collect();
+        let by_id: HashMap<&SegmentId, &aril_core::Segment> =
+            segments.iter().map(|s| (&s.id, s)).collect();
         Ok(hits
             .iter()
             .zip(1..)
-            .filter_map(|(h, rank)| by_id.get(h.id.as_str()).map(|s| (s, rank)))
-            .flat_map(|(s, rank)| {
-                s.turns
-                    .iter()
-                    .map(move |t| ((UnitKind::Turn, t.0.clone()), rank))
+            .filter_map(|(h, rank)| {
+                let segment = h.unit.segment().and_then(|id| by_id.get(id))?;
+                Some((segment, rank))
             })
+            .flat_map(|(s, rank)| s.turns.iter().map(move |t| (UnitId::Turn(t.clone()), rank)))
             .collect())
     }
 
@@ -545,25 +497,23 @@ impl Engine {
     /// holds now). `read` holds turns this query has already read from the store.
     fn resolve(
         &self,
-        fused: &[((UnitKind, String), f32)],
+        fused: &[(UnitId, f32)],
         superseded: &HashSet<TurnId>,
         mut read: TurnsById,
     ) -> Result<Vec<Candidate>, EngineError> {
         let segment_ids: Vec<SegmentId> = fused
             .iter()
-            .filter(|((k, _), _)| *k == UnitKind::Segment)
-            .map(|((_, id), _)| SegmentId(id.clone()))
+            .filter_map(|(unit, _)| unit.segment().cloned())
             .collect();
-        let segments: HashMap<String, Vec<TurnId>> = self
+        let segments: HashMap<SegmentId, Vec<TurnId>> = self
             .store
             .segments(&segment_ids)?
             .into_iter()
-            .map(|s| (s.id.0, s.turns))
+            .map(|s| (s.id, s.turns))
             .collect();
         let turn_ids = fused
             .iter()
-            .filter(|((k, _), _)| *k == UnitKind::Turn)
-            .map(|((_, id), _)| TurnId(id.clone()))
+            .filter_map(|(unit, _)| unit.turn().cloned())
             .chain(segments.values().flatten().cloned());
         self.read_turns(turn_ids, &mut read)?;
         let turns: TurnsById = read
@@ -571,20 +521,18 @@ impl Engine {
             .filter(|(id, _)| !superseded.contains(id))
             .collect();
         let mut out = Vec::with_capacity(fused.len());
-        for ((kind, id), score) in fused {
-            let members: Option<Vec<Turn>> = match kind {
-                UnitKind::Turn => turns.get(&TurnId(id.clone())).map(|t| vec![t.clone()]),
-                UnitKind::Segment => segments
+        for (unit, score) in fused {
+            let members: Option<Vec<Turn>> = match unit {
+                UnitId::Turn(id) => turns.get(id).map(|t| vec![t.clone()]),
+                UnitId::Segment(id) => segments
                     .get(id)
                     .map(|ids| ids.iter().filter_map(|t| turns.get(t).cloned()).collect()),
-                // Cards are recalled by the planned path (`ask`), not here; window hits were
-                // turned into their turns before fusion.
-                UnitKind::Card | UnitKind::Window => None,
+                // Cards are recalled by the planned path (`ask`), not here.
+                UnitId::Card(_) => None,
             };
             if let Some(members) = members.filter(|m| !m.is_empty()) {
                 out.push(Candidate {
-                    kind: *kind,
-                    id: id.clone(),
+                    unit: unit.clone(),
                     score: *score,
                     turns: members,
                 });
@@ -666,8 +614,8 @@ fn respond(
             let first = &turns[0].turn;
             SearchHit {
                 rank: rank + 1,
-                kind: c.kind,
-                id: c.id.clone(),
+                kind: c.unit.kind(),
+                id: c.unit.as_str().to_string(),
                 text: turns
                     .iter()
                     .map(|t| t.rendered())
@@ -697,6 +645,6 @@ fn respond(
 /// The hits whose turn `read` holds and `keep` admits, in their order.
 fn kept_hits(hits: Vec<Hit>, read: &TurnsById, keep: impl Fn(&Turn) -> bool) -> Vec<Hit> {
     hits.into_iter()
-        .filter(|h| read.get(&TurnId(h.id.clone())).is_some_and(&keep))
+        .filter(|h| h.unit.turn().and_then(|id| read.get(id)).is_some_and(&keep))
         .collect()
 }

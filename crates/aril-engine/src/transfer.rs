@@ -19,8 +19,8 @@ impl Engine {
     ) -> Result<MoveReport, EngineError> {
         let report =
             aril_store::transfer::copy(&*self.store, &mut *target.store, progress, cancel)?;
-        target.forget_derived()?;
-        target.catch_up_indexes()?;
+        target.forget_card_indexes();
+        target.search.imported(&*target.store)?;
         Ok(report)
     }
 

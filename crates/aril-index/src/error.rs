@@ -8,6 +8,8 @@ pub enum IndexError {
     Open { path: String, reason: String },
     #[error("lexical index is corrupt: {0} (run `aril reindex` to rebuild it from the store)")]
     Corrupt(String),
+    #[error(transparent)]
+    Store(#[from] aril_store::StoreError),
     #[error("vector graph {path}: {reason} (check the disk; `aril reindex` rebuilds it)")]
     VectorFile { path: String, reason: String },
 }

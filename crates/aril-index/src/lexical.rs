@@ -5,7 +5,8 @@
 use std::path::Path;
 
 use aril_core::{Role, ScopeFilter};
-use aril_store::{UnitKind, UnitText};
+use aril_core::{UnitId, UnitKind};
+use aril_store::UnitText;
 use serde::{Deserialize, Serialize};
 use tantivy::collector::TopDocs;
 use tantivy::query::{BooleanQuery, ConstScoreQuery, Occur, Query, TermQuery};
@@ -507,12 +508,11 @@ impl LexicalIndex {
                 other => return Err(IndexError::Corrupt(format!("unknown unit kind {other:?}"))),
             };
             hits.push(Hit {
-                kind,
-                id: text(f.id)?,
+                unit: UnitId::of(kind, text(f.id)?),
                 score,
             });
         }
-        hits.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.id.cmp(&b.id)));
+        hits.sort_by(Hit::ranking);
         hits.truncate(k);
         Ok(hits)
     }
@@ -577,7 +577,7 @@ mod tests {
             )
             .unwrap();
         assert_eq!(
-            hits.iter().map(|h| h.id.as_str()).collect::<Vec<_>>(),
+            hits.iter().map(|h| h.unit.as_str()).collect::<Vec<_>>(),
             vec!["a"]
         );
         assert!(
@@ -626,7 +626,7 @@ mod tests {
             )
             .unwrap();
         assert_eq!(
-            hits.iter().map(|h| h.id.as_str()).collect::<Vec<_>>(),
+            hits.iter().map(|h| h.unit.as_str()).collect::<Vec<_>>(),
             vec!["dog"]
         );
         assert!(
@@ -698,7 +698,7 @@ mod tests {
             )
             .unwrap();
         assert_eq!(
-            hits.iter().map(|h| h.id.as_str()).collect::<Vec<_>>(),
+            hits.iter().map(|h| h.unit.as_str()).collect::<Vec<_>>(),
             ["b"]
         );
         assert_eq!(idx.watermark().unwrap().turn_seq, 2);
@@ -731,7 +731,7 @@ mod tests {
         idx.search(&ScopeFilter::user(user), query, 10, &[kind], None)
             .unwrap()
             .into_iter()
-            .map(|h| (h.id, h.score))
+            .map(|h| (h.unit.as_str().to_string(), h.score))
             .collect()
     }
 
@@ -809,7 +809,7 @@ mod tests {
             idx.search(&ScopeFilter::user("u1"), "lake", k, &[UnitKind::Turn], None)
                 .unwrap()
                 .into_iter()
-                .map(|h| h.id)
+                .map(|h| h.unit.as_str().to_string())
                 .collect()
         };
         assert_eq!(top(1), ["z"]);
@@ -839,7 +839,7 @@ mod tests {
             idx.search(&ScopeFilter::user("u1"), "zebra", 10, kinds, roles)
                 .unwrap()
                 .into_iter()
-                .map(|h| (h.id, h.score))
+                .map(|h| (h.unit.as_str().to_string(), h.score))
                 .collect()
         };
         let every = find(&[UnitKind::Turn], None);

@@ -1,6 +1,8 @@
-//! Derived indexes over the store's units (turns and segments). Every index has the same shape:
-//! built from the store, updated after each committed batch, queried with a scope filter, and
-//! rebuildable from the store at any time (`aril reindex`). Neither holds anything the store lacks.
+//! Search over the store's units (turns, windows, segments, cards) behind one seam,
+//! [`UnitSearch`]: [`EmbeddedIndex`], the indexes derived beside an embedded store, or
+//! [`InStore`], a store's own search (PostgreSQL). Every derived index has the same shape: built
+//! from the store, updated after each committed batch, queried with a scope filter, and
+//! rebuildable from the store at any time (`aril reindex`). None holds anything the store lacks.
 //!
 //! - [`LexicalIndex`]: BM25 over unit texts (tantivy, English stemming). Cost: one tantivy query
 //!   per search; a commit per ingest batch.
@@ -11,12 +13,18 @@
 //!   `similarity` of two units is two id lookups.
 
 mod ann;
+mod embedded;
 mod error;
+mod in_store;
 mod lexical;
 mod scope_stats;
+mod search;
 mod vector;
 
 pub use aril_store::Hit;
+pub use embedded::EmbeddedIndex;
 pub use error::IndexError;
+pub use in_store::InStore;
 pub use lexical::{LexicalIndex, Watermark};
-pub use vector::{UserVectors, VectorIndex, VectorSearch, VectorSettings};
+pub use search::UnitSearch;
+pub use vector::{UserVectors, VectorIndex, VectorSettings};

@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use aril_core::ScopeFilter;
-use aril_store::UnitKind;
+use aril_core::UnitKind;
 use tantivy::query::{Bm25StatisticsProvider, EnableScoring, Query};
 use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::{BitSet, DocId, DocSet, Searcher, TERMINATED, Term};

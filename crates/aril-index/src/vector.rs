@@ -12,23 +12,11 @@ use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use aril_embed::dot;
 
 use aril_core::{Scope, ScopeFilter};
-use aril_store::{UnitKind, UnitVectors};
+use aril_core::{UnitId, UnitKind};
+use aril_store::UnitVectors;
 
 use crate::ann::{Ann, AnnOwner, MAX_CHUNKS_PER_UNIT, chunk_key, key_seq};
 use crate::{Hit, IndexError};
-
-/// The seam for vector search: in memory here (exact, or a graph's candidates rescored),
-/// pgvector HNSW in PostgreSQL.
-pub trait VectorSearch {
-    /// The `k` units with the highest best-chunk cosine to `query` inside the filter.
-    fn search(
-        &self,
-        filter: &ScopeFilter,
-        query: &[f32],
-        k: usize,
-        kinds: &[UnitKind],
-    ) -> Result<Vec<Hit>, IndexError>;
-}
 
 /// Where and from what size a user's vectors get a graph.
 #[derive(Debug, Clone, PartialEq)]
@@ -433,9 +421,10 @@ impl VectorIndex {
         self.by_user.contains_key(user_id)
     }
 
-    /// The highest store order held for a user's turns and segments (`None` when not loaded):
-    /// the units after them are what [`VectorIndex::append`] is given.
-    pub fn held_through(&self, user_id: &str) -> Option<(i64, i64)> {
+    /// The model of a user's vectors and the highest store order held for its turns and
+    /// segments (`None` when not loaded): the units after them are what [`VectorIndex::append`]
+    /// is given.
+    pub fn held_through(&self, user_id: &str) -> Option<(String, i64, i64)> {
         let held = self.by_user.get(user_id)?;
         let last = |kind| {
             held.blocks
@@ -443,7 +432,11 @@ impl VectorIndex {
                 .find(|b| b.kind == kind)
                 .map_or(0, Block::last_seq)
         };
-        Some((last(UnitKind::Turn), last(UnitKind::Segment)))
+        Some((
+            held.model.clone(),
+            last(UnitKind::Turn),
+            last(UnitKind::Segment),
+        ))
     }
 
     /// Holds a user's vectors (see [`UserVectors::load`]), replacing what was held.
@@ -567,10 +560,11 @@ impl PartialEq for Scored<'_> {
 
 impl Eq for Scored<'_> {}
 
-impl VectorSearch for VectorIndex {
-    /// Each block of a wanted kind offers its units to one heap of the best `k`: nothing is
-    /// cloned or sorted but the `k` returned.
-    fn search(
+impl VectorIndex {
+    /// The `k` units with the highest best-chunk cosine to `query` inside the filter, of the
+    /// kinds asked. Each block of a wanted kind offers its units to one heap of the best `k`:
+    /// nothing is cloned or sorted but the `k` returned.
+    pub fn search(
         &self,
         filter: &ScopeFilter,
         query: &[f32],
@@ -595,8 +589,7 @@ impl VectorSearch for VectorIndex {
             .into_sorted_vec()
             .into_iter()
             .map(|s| Hit {
-                kind: s.kind,
-                id: s.unit.id.clone(),
+                unit: UnitId::of(s.kind, s.unit.id.clone()),
                 score: s.score,
             })
             .collect())
@@ -644,7 +637,7 @@ mod tests {
             .search(&ScopeFilter::user("u"), &[0.6, 0.8], 5, &[UnitKind::Turn])
             .unwrap();
         assert_eq!(
-            hits.iter().map(|h| h.id.as_str()).collect::<Vec<_>>(),
+            hits.iter().map(|h| h.unit.as_str()).collect::<Vec<_>>(),
             vec!["b", "a"]
         );
         assert!((hits[0].score - 0.96).abs() < 1e-6);
@@ -673,7 +666,7 @@ mod tests {
             .unwrap();
         assert_eq!(everything.len(), 40);
         let mut sorted = everything.clone();
-        sorted.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.id.cmp(&b.id)));
+        sorted.sort_by(Hit::ranking);
         assert_eq!(
             everything, sorted,
             "a search returns best first, ties by id"

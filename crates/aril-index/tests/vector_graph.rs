@@ -4,9 +4,10 @@
 
 use std::path::Path;
 
+use aril_core::UnitKind;
 use aril_core::{Scope, ScopeFilter};
-use aril_index::{VectorIndex, VectorSearch, VectorSettings};
-use aril_store::{StoredChunk, UnitKind, UnitVectors};
+use aril_index::{VectorIndex, VectorSettings};
+use aril_store::{StoredChunk, UnitVectors};
 
 const DIM: usize = 32;
 
@@ -105,7 +106,7 @@ fn search(idx: &VectorIndex, filter: &ScopeFilter, q: &[f32], k: usize) -> Vec<(
     idx.search(filter, q, k, &[UnitKind::Turn])
         .unwrap()
         .into_iter()
-        .map(|h| (h.id, h.score))
+        .map(|h| (h.unit.as_str().to_string(), h.score))
         .collect()
 }
 
@@ -166,7 +167,7 @@ fn a_saved_graph_is_reopened_caught_up_and_rebuilt_only_when_it_does_not_fit() {
     needle.id = "needle".into();
     idx.append("u", vec![needle.clone()]).unwrap();
     assert_eq!(search(&idx, &ScopeFilter::user("u"), &q, 1)[0].0, "needle");
-    assert_eq!(idx.held_through("u"), Some((5_000, 0)));
+    assert_eq!(idx.held_through("u"), Some(("m".to_string(), 5_000, 0)));
     assert_eq!(
         std::fs::metadata(&graph_file).unwrap().modified().unwrap(),
         saved_at

@@ -20,14 +20,16 @@ pub mod transfer;
 
 use std::collections::{HashMap, HashSet};
 
-use aril_core::{Card, Role, Scope, ScopeFilter, Segment, SegmentId, Turn, TurnId};
+use aril_core::{
+    Card, Role, Scope, ScopeFilter, Segment, SegmentId, Turn, TurnId, UnitId, UnitKind,
+};
 use aril_segment::OpenSegment;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 pub use cards::lexical_text as card_lexical_text;
 pub use error::StoreError;
-pub use postgres::{PG_SCHEMA_VERSION, PgStore, redact as redact_url};
+pub use postgres::{PG_SCHEMA_VERSION, PgSearch, PgStore, redact as redact_url};
 pub use schema::SCHEMA_VERSION;
 pub use sqlite::SqliteStore;
 
@@ -190,42 +192,21 @@ pub struct TurnDeletion {
     pub open_segments: Vec<OpenSegmentRecord>,
 }
 
-/// One unit found by a search, with the search's own score (higher is better).
+/// One unit found by a search, with the search's own score (higher is better). A window's hit
+/// is its turn's.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Hit {
-    pub kind: UnitKind,
-    pub id: String,
+    pub unit: UnitId,
     pub score: f32,
 }
 
-/// Search inside the store, for a backend that indexes what it stores itself (PostgreSQL:
-/// pgvector HNSW over chunk rows, BM25 over `tsvector` columns), so every process sharing the
-/// store sees the same index the moment a write commits. The embedded store has none: the engine
-/// keeps derived indexes beside it ([`Store::search`] returns `None`).
-pub trait StoreSearch {
-    /// The `k` units of `kind` inside the filter whose best chunk vector under `model` is nearest
-    /// `query` (cosine), best first. Cards: current ones only (none a newer card supersedes).
-    fn dense(
-        &self,
-        model: &str,
-        filter: &ScopeFilter,
-        query: &[f32],
-        k: usize,
-        kind: UnitKind,
-    ) -> Result<Vec<Hit>, StoreError>;
-    /// The `k` units of `kind` inside the filter with the best BM25 score (k1 = 1.2, b = 0.75,
-    /// statistics over the filter's units of that kind) for the words of `query`, best first.
-    /// With `roles`, only the turns (or windows) of turns of those roles are returned, while the
-    /// statistics still count every unit of the kind; segments and cards have no role, so a role
-    /// restriction finds none of them.
-    fn lexical(
-        &self,
-        filter: &ScopeFilter,
-        query: &str,
-        k: usize,
-        kind: UnitKind,
-        roles: Option<&[Role]>,
-    ) -> Result<Vec<Hit>, StoreError>;
+impl Hit {
+    /// Best first: higher score, then the unit's id (so equal scores rank alike everywhere).
+    pub fn ranking(a: &Hit, b: &Hit) -> std::cmp::Ordering {
+        b.score
+            .total_cmp(&a.score)
+            .then_with(|| a.unit.as_str().cmp(b.unit.as_str()))
+    }
 }
 
 /// What a committed batch added.
@@ -234,30 +215,6 @@ pub struct CommitReport {
     pub turns_added: usize,
     pub turns_skipped: usize,
     pub segments_added: usize,
-}
-
-/// Which kind of unit a vector or search hit belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum UnitKind {
-    Turn,
-    Segment,
-    /// A card; cards are indexed per user in memory, never through [`Store::units_after`].
-    Card,
-    /// A turn searched by its lexical window (`aril_core::window_text`): the turn with its
-    /// session neighbours. Its id is the turn's; a hit of this kind stands for the turn.
-    Window,
-}
-
-impl UnitKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            UnitKind::Turn => "turn",
-            UnitKind::Segment => "segment",
-            UnitKind::Card => "card",
-            UnitKind::Window => "window",
-        }
-    }
 }
 
 /// A searchable unit (a turn, a segment or a card) with its text and scope, as indexes need it.
@@ -662,8 +619,4 @@ pub trait Store: Send + Sync {
     /// Writes exported rows in one transaction; rows the store already holds are left alone
     /// (a segment's place in the consolidation queue and an open segment take the source's).
     fn import(&mut self, rows: &[transfer::Row]) -> Result<(), StoreError>;
-    /// The store's own search, if it indexes what it stores ([`StoreSearch`]).
-    fn search(&self) -> Option<&dyn StoreSearch> {
-        None
-    }
 }

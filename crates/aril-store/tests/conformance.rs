@@ -4,12 +4,14 @@
 //! inserts, scoped deletion, memory versions and single-memory deletion, cards and their
 //! structured indexes, accounting; then each backend's own schema guard.
 
-use aril_core::{CloseReason, NewTurn, Role, Scope, ScopeFilter, Segment, SegmentId, Turn, TurnId};
+use aril_core::{
+    CloseReason, NewTurn, Role, Scope, ScopeFilter, Segment, SegmentId, Turn, TurnId, UnitKind,
+};
 use aril_segment::OpenSegment;
 use aril_store::scratch::ScratchDatabase;
 use aril_store::{
-    Embedding, PgStore, RevisionRecord, SegmentRecord, SqliteStore, Store, StoreError, StoredChunk,
-    TurnDeletion, TurnRecord, UnitKind, WriteBatch,
+    Embedding, PgSearch, PgStore, RevisionRecord, SegmentRecord, SqliteStore, Store, StoreError,
+    StoredChunk, TurnDeletion, TurnRecord, WriteBatch,
 };
 use chrono::Utc;
 
@@ -34,6 +36,15 @@ impl Place {
                 Box::new(SqliteStore::open(&dir.path().join("s.sqlite")).unwrap())
             }
             Place::Postgres(db) => Box::new(PgStore::open(db.url()).unwrap()),
+        }
+    }
+
+    /// The store's own search: PostgreSQL's (the embedded store has none; the engine indexes
+    /// beside it, `aril_index::EmbeddedIndex`).
+    fn searcher(&self) -> Option<PgSearch> {
+        match self {
+            Place::Sqlite(_) => None,
+            Place::Postgres(db) => Some(PgStore::open(db.url()).unwrap().searcher()),
         }
     }
 }
@@ -621,7 +632,7 @@ fn a_store_that_searches_itself_finds_by_vector_and_by_word_and_forgets_deleted_
     let mut store = place.open();
     let turns = fill(&mut *store, "u");
     fill(&mut *store, "v");
-    let Some(search) = store.search() else {
+    let Some(search) = place.searcher() else {
         // The embedded store has no search of its own: the engine indexes beside it.
         assert!(matches!(place, Place::Sqlite(_)));
         return;
@@ -629,7 +640,7 @@ fn a_store_that_searches_itself_finds_by_vector_and_by_word_and_forgets_deleted_
     let u = ScopeFilter::user("u");
     // Every unit of the fixture has the vector [1, 0] under model "m".
     let dense = search
-        .dense("m", &u, &[1.0, 0.0], 10, aril_store::UnitKind::Turn)
+        .dense("m", &u, &[1.0, 0.0], 10, aril_core::UnitKind::Turn)
         .unwrap();
     assert_eq!(dense.len(), 3, "{dense:?}");
     assert!(dense.iter().all(|h| (h.score - 1.0).abs() < 1e-5));
@@ -640,13 +651,13 @@ fn a_store_that_searches_itself_finds_by_vector_and_by_word_and_forgets_deleted_
                 &u,
                 &[1.0, 0.0],
                 10,
-                aril_store::UnitKind::Turn
+                aril_core::UnitKind::Turn
             )
             .unwrap()
             .is_empty()
     );
     let segments = search
-        .dense("m", &u, &[1.0, 0.0], 10, aril_store::UnitKind::Segment)
+        .dense("m", &u, &[1.0, 0.0], 10, aril_core::UnitKind::Segment)
         .unwrap();
     assert_eq!(segments.len(), 1);
     // BM25: the turn with the rare word first; words of another user's turns are not found.
@@ -655,42 +666,41 @@ fn a_store_that_searches_itself_finds_by_vector_and_by_word_and_forgets_deleted_
             &u,
             "what was number 2 about",
             10,
-            aril_store::UnitKind::Turn,
+            aril_core::UnitKind::Turn,
             None,
         )
         .unwrap();
     assert_eq!(
-        lexical.first().map(|h| h.id.as_str()),
+        lexical.first().map(|h| h.unit.as_str()),
         Some(turns[1].turn.id.0.as_str())
     );
     assert!(
         search
-            .lexical(&u, "unheard-of words", 10, aril_store::UnitKind::Turn, None)
+            .lexical(&u, "unheard-of words", 10, aril_core::UnitKind::Turn, None)
             .unwrap()
             .is_empty()
     );
     let segment_hits = search
-        .lexical(&u, "number", 10, aril_store::UnitKind::Segment, None)
+        .lexical(&u, "number", 10, aril_core::UnitKind::Segment, None)
         .unwrap();
     assert_eq!(segment_hits.len(), 1);
     store.delete(&u).unwrap();
-    let search = store.search().unwrap();
     assert!(
         search
-            .dense("m", &u, &[1.0, 0.0], 10, aril_store::UnitKind::Turn)
+            .dense("m", &u, &[1.0, 0.0], 10, aril_core::UnitKind::Turn)
             .unwrap()
             .is_empty()
     );
     assert!(
         search
-            .lexical(&u, "number", 10, aril_store::UnitKind::Turn, None)
+            .lexical(&u, "number", 10, aril_core::UnitKind::Turn, None)
             .unwrap()
             .is_empty()
     );
     let v = ScopeFilter::user("v");
     assert_eq!(
         search
-            .dense("m", &v, &[1.0, 0.0], 10, aril_store::UnitKind::Turn)
+            .dense("m", &v, &[1.0, 0.0], 10, aril_core::UnitKind::Turn)
             .unwrap()
             .len(),
         3
@@ -935,36 +945,36 @@ fn postgres_migrating_schema_1_indexes_what_it_holds() {
         aril_store::PG_SCHEMA_VERSION
     );
     let store = PgStore::open(db.url()).unwrap();
-    let search = store.search().unwrap();
+    let search = store.searcher();
     let u = ScopeFilter::user("u");
     let words = search
-        .lexical(&u, "bicycle", 5, aril_store::UnitKind::Turn, None)
+        .lexical(&u, "bicycle", 5, aril_core::UnitKind::Turn, None)
         .unwrap();
     assert_eq!(
-        words.iter().map(|h| h.id.as_str()).collect::<Vec<_>>(),
+        words.iter().map(|h| h.unit.as_str()).collect::<Vec<_>>(),
         vec!["t1"]
     );
     let segment = search
-        .lexical(&u, "train", 5, aril_store::UnitKind::Segment, None)
+        .lexical(&u, "train", 5, aril_core::UnitKind::Segment, None)
         .unwrap();
     assert_eq!(segment.len(), 1);
     // Each turn's window holds its neighbour: "bicycle" is found through both windows.
     let mut windows: Vec<String> = search
-        .lexical(&u, "bicycle", 5, aril_store::UnitKind::Window, None)
+        .lexical(&u, "bicycle", 5, aril_core::UnitKind::Window, None)
         .unwrap()
         .into_iter()
-        .map(|h| h.id)
+        .map(|h| h.unit.as_str().to_string())
         .collect();
     windows.sort();
     assert_eq!(windows, ["t1", "t2"]);
     let near = search
-        .dense("m", &u, &[0.6, 0.8], 5, aril_store::UnitKind::Turn)
+        .dense("m", &u, &[0.6, 0.8], 5, aril_core::UnitKind::Turn)
         .unwrap();
     assert_eq!(near.len(), 2);
     assert!((near[0].score - 1.0).abs() < 1e-5);
     assert_eq!(
         search
-            .dense("m", &u, &[0.6, 0.8], 5, aril_store::UnitKind::Segment)
+            .dense("m", &u, &[0.6, 0.8], 5, aril_core::UnitKind::Segment)
             .unwrap()
             .len(),
         1
@@ -994,7 +1004,7 @@ fn a_role_restricted_word_search_returns_those_roles_turns_scored_as_among_all(p
             ..Default::default()
         })
         .unwrap();
-    let Some(search) = store.search() else {
+    let Some(search) = place.searcher() else {
         assert!(matches!(place, Place::Sqlite(_)));
         return;
     };
@@ -1004,22 +1014,22 @@ fn a_role_restricted_word_search_returns_those_roles_turns_scored_as_among_all(p
             .lexical(&w, "zebra", 10, kind, roles)
             .unwrap()
             .into_iter()
-            .map(|h| (h.id, h.score))
+            .map(|h| (h.unit.as_str().to_string(), h.score))
             .collect()
     };
-    let every = find(aril_store::UnitKind::Turn, None);
+    let every = find(aril_core::UnitKind::Turn, None);
     assert_eq!(every.len(), 2, "{every:?}");
     assert_eq!(every[0].0, turns[1].turn.id.0, "the wordier reply leads");
     // Kept to the user's turns, the reply is gone, and the user's turn scores as it did among
     // every turn (the statistics still count the reply).
-    let users = find(aril_store::UnitKind::Turn, Some(&[Role::User]));
+    let users = find(aril_core::UnitKind::Turn, Some(&[Role::User]));
     assert_eq!(users, vec![every[1].clone()]);
-    let windows = find(aril_store::UnitKind::Window, Some(&[Role::Assistant]));
+    let windows = find(aril_core::UnitKind::Window, Some(&[Role::Assistant]));
     assert_eq!(
         windows.iter().map(|h| h.0.as_str()).collect::<Vec<_>>(),
         vec![turns[1].turn.id.0.as_str()]
     );
     // Segments have no role: a role restriction finds none of them.
-    assert_eq!(find(aril_store::UnitKind::Segment, None).len(), 1);
-    assert!(find(aril_store::UnitKind::Segment, Some(&[Role::User])).is_empty());
+    assert_eq!(find(aril_core::UnitKind::Segment, None).len(), 1);
+    assert!(find(aril_core::UnitKind::Segment, Some(&[Role::User])).is_empty());
 }

@@ -7,14 +7,13 @@ use std::time::Duration;
 
 use aril_core::{
     Card, CardId, CardKind, CardTime, CloseReason, NewTurn, Role, Scope, ScopeFilter, Segment,
-    SegmentId, Turn, TurnId,
+    SegmentId, Turn, TurnId, UnitKind,
 };
 use aril_store::scratch::ScratchDatabase;
 use aril_store::transfer::{Table, copy, fingerprint};
 use aril_store::{
     ApiKeyRecord, CardBatch, CardVectors, Embedding, LlmCall, OpenSegmentRecord, PgStore,
-    RevisionRecord, SegmentRecord, SqliteStore, Store, StoredChunk, TurnRecord, UnitKind,
-    WriteBatch,
+    RevisionRecord, SegmentRecord, SqliteStore, Store, StoredChunk, TurnRecord, WriteBatch,
 };
 use chrono::{TimeZone, Utc};
 
@@ -251,7 +250,7 @@ fn a_store_moves_to_postgres_and_back_with_every_table_equal() {
     pg.check_integrity().unwrap();
 
     // The target searches what it received, and its queue kept each segment's state.
-    let search = pg.search().unwrap();
+    let search = pg.searcher();
     let ana = ScopeFilter::user("ana");
     assert_eq!(
         search

@@ -4,9 +4,10 @@
 //! overlaps. (The seed used bge-m3 and a reranker; here it runs on the same MiniLM as everything
 //! else, so the comparison isolates the unit, not the model.)
 
+use aril_core::UnitKind;
 use aril_core::{Scope, ScopeFilter, render_line};
 use aril_index::{LexicalIndex, Watermark};
-use aril_store::{UnitKind, UnitText};
+use aril_store::UnitText;
 
 use super::{Embeddings, Strategy, Unit};
 use crate::BenchError;
@@ -153,7 +154,7 @@ impl Strategy for VerbatimChunks {
                     None,
                 )?
                 .into_iter()
-                .filter_map(|h| h.id.parse().ok())
+                .filter_map(|h| h.unit.as_str().parse().ok())
                 .collect(),
             None => Vec::new(),
         };

@@ -31,11 +31,12 @@ use postgres::{Client, GenericClient, NoTls, Row, Transaction};
 
 use crate::{
     ApiKeyRecord, CardBatch, CardLookup, CardVectors, CommitReport, DeleteReport, Embedding,
-    LlmCall, LlmUsage, Neighbourhood, OpenRead, Store, StoreError, StoreSearch, StoreStats,
-    StoredChunk, TurnDeletion, UnitKind, UnitText, UnitVectors, WriteBatch, codec,
+    LlmCall, LlmUsage, Neighbourhood, OpenRead, Store, StoreError, StoreStats, StoredChunk,
+    TurnDeletion, UnitKind, UnitText, UnitVectors, WriteBatch, codec,
 };
 
 pub use migrate::PG_SCHEMA_VERSION;
+pub use search::PgSearch;
 
 /// The text of ids (`TurnId`, `SegmentId`, `CardId`), for an `= ANY($n)` parameter.
 macro_rules! texts {
@@ -58,6 +59,14 @@ pub struct PgStore {
 
 /// A reader's connection while one call holds it; back to the pool when dropped.
 pub(super) type Conn = r2d2::PooledConnection<Connector>;
+
+/// A connection from the readers' pool (`None`: the store is being dropped).
+pub(super) fn pool_conn(readers: Option<&r2d2::Pool<Connector>>) -> Result<Conn, StoreError> {
+    readers
+        .ok_or_else(|| StoreError::ReadConnection("the store is being closed".into()))?
+        .get()
+        .map_err(|e| StoreError::ReadConnection(e.to_string()))
+}
 
 /// Opens the readers' connections as [`connect`] does.
 pub(super) struct Connector {
@@ -149,11 +158,7 @@ impl PgStore {
 
     /// A connection for one reader call, from the pool.
     pub(super) fn conn(&self) -> Result<Conn, StoreError> {
-        self.readers
-            .as_ref()
-            .ok_or_else(|| StoreError::ReadConnection("the store is being closed".into()))?
-            .get()
-            .map_err(|e| StoreError::ReadConnection(e.to_string()))
+        pool_conn(self.readers.as_ref())
     }
 
     /// The writers' connection. A write that panicked mid-transaction left it to the `postgres`
@@ -845,10 +850,6 @@ impl Store for PgStore {
             &[&user_id],
         )?;
         Ok((r.try_get::<_, i64>(0)? as u64, r.try_get(1)?))
-    }
-
-    fn search(&self) -> Option<&dyn StoreSearch> {
-        Some(self)
     }
 
     fn commit_cards(&mut self, batch: CardBatch) -> Result<(), StoreError> {

@@ -14,13 +14,13 @@
 
 use std::collections::HashMap;
 
-use aril_core::{Role, ScopeFilter, Turn, TurnId};
+use aril_core::{Role, ScopeFilter, Turn, TurnId, UnitId};
 use pgvector::Vector;
 use postgres::GenericClient;
 use postgres::types::ToSql;
 
-use super::{PgStore, filter_clause, params, turn_from_row};
-use crate::{Hit, StoreError, StoreSearch, TurnRecord, UnitKind, codec};
+use super::{Conn, Connector, PgStore, filter_clause, params, pool_conn, turn_from_row};
+use crate::{Hit, StoreError, TurnRecord, UnitKind, codec};
 
 /// The text search configuration of every `tsvector`.
 const TS_CONFIG: &str = "english";
@@ -415,8 +415,42 @@ fn current_only(kind: UnitKind, column: &str) -> String {
     }
 }
 
-impl StoreSearch for PgStore {
-    fn dense(
+/// Search inside a PostgreSQL store (pgvector HNSW over chunk rows, BM25 over `tsvector`
+/// columns), which indexes each unit in the commit that stores it, so every process sharing the
+/// store sees the same index the moment a write commits. A handle on the store's reader
+/// connections ([`PgStore::searcher`]): it searches while the store writes.
+pub struct PgSearch {
+    /// `None` only while being dropped.
+    readers: Option<r2d2::Pool<Connector>>,
+}
+
+impl PgStore {
+    /// A search over this store, sharing its reader connections.
+    pub fn searcher(&self) -> PgSearch {
+        PgSearch {
+            readers: self.readers.clone(),
+        }
+    }
+}
+
+impl Drop for PgSearch {
+    /// As [`PgStore`]'s: connections close on a thread of their own (never inside an async
+    /// context).
+    fn drop(&mut self) {
+        let readers = self.readers.take();
+        let _ = std::thread::spawn(move || drop(readers)).join();
+    }
+}
+
+impl PgSearch {
+    fn conn(&self) -> Result<Conn, StoreError> {
+        pool_conn(self.readers.as_ref())
+    }
+
+    /// The `k` units of `kind` inside the filter whose best chunk vector under `model` is
+    /// nearest `query` (cosine), best first. Cards: current ones only (none a newer card
+    /// supersedes). A window has no vectors of its own: none are found.
+    pub fn dense(
         &self,
         model: &str,
         filter: &ScopeFilter,
@@ -458,9 +492,12 @@ impl StoreSearch for PgStore {
             if best.len() >= k || rows.len() < rows_wanted {
                 let mut hits: Vec<Hit> = best
                     .into_iter()
-                    .map(|(id, score)| Hit { kind, id, score })
+                    .map(|(id, score)| Hit {
+                        unit: UnitId::of(kind, id),
+                        score,
+                    })
                     .collect();
-                hits.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.id.cmp(&b.id)));
+                hits.sort_by(Hit::ranking);
                 hits.truncate(k);
                 return Ok(hits);
             }
@@ -468,7 +505,12 @@ impl StoreSearch for PgStore {
         }
     }
 
-    fn lexical(
+    /// The `k` units of `kind` inside the filter with the best BM25 score (k1 = 1.2, b = 0.75,
+    /// statistics over the filter's units of that kind) for the words of `query`, best first.
+    /// With `roles`, only the turns (or windows) of turns of those roles are returned, while
+    /// the statistics still count every unit of the kind; segments and cards have no role, so a
+    /// role restriction finds none of them.
+    pub fn lexical(
         &self,
         filter: &ScopeFilter,
         query: &str,
@@ -519,8 +561,7 @@ impl StoreSearch for PgStore {
         rows.iter()
             .map(|r| {
                 Ok(Hit {
-                    kind,
-                    id: r.try_get(0)?,
+                    unit: UnitId::of(kind, r.try_get(0)?),
                     score: r.try_get::<_, f64>(1)? as f32,
                 })
             })

@@ -1,0 +1,201 @@
+//! [`UnitSearch`] for an embedded store: the BM25 index (tantivy, in the data directory) and
+//! the vectors of the users searched so far (in memory, large blocks with a saved graph), both
+//! derived from the store and caught up with it after every commit.
+
+use std::sync::{PoisonError, RwLock};
+
+use aril_core::{Role, ScopeFilter, TurnId, UnitId, UnitKind, WINDOW_SPAN};
+use aril_store::{Hit, Store, StoreStats};
+
+use crate::{IndexError, LexicalIndex, UnitSearch, UserVectors, VectorIndex, VectorSettings};
+
+/// The indexes beside an embedded store.
+pub struct EmbeddedIndex {
+    lexical: LexicalIndex,
+    /// Each user's vectors, loaded by the first search that needs them (a reader), kept up by
+    /// appends after commits, dropped by deletions.
+    vectors: RwLock<VectorIndex>,
+}
+
+impl EmbeddedIndex {
+    /// The indexes over `store`, brought up to it: a lexical index holding more units than the
+    /// store (a deletion interrupted between the two) is rebuilt, then caught up with the units
+    /// committed after its watermark (a crash between the store's commit and the index's loses
+    /// nothing).
+    pub fn open(
+        mut lexical: LexicalIndex,
+        settings: VectorSettings,
+        store: &dyn Store,
+    ) -> Result<Self, IndexError> {
+        let stats = store.stats()?;
+        // Each turn is indexed twice (itself and its window), each segment once.
+        if lexical.len() > 2 * stats.turns + stats.segments {
+            tracing::warn!("lexical index holds units the store lacks; rebuilding it");
+            lexical.clear()?;
+        }
+        let mut index = Self {
+            lexical,
+            vectors: RwLock::new(VectorIndex::new(settings)),
+        };
+        index.catch_up_lexical(store)?;
+        Ok(index)
+    }
+
+    /// Adds to the lexical index the units committed after its watermark, with the windows the
+    /// new turns widen. Cost: proportional to what is new.
+    fn catch_up_lexical(&mut self, store: &dyn Store) -> Result<(), IndexError> {
+        let mark = self.lexical.watermark()?;
+        let mut units = store.units_after(mark.turn_seq, mark.segment_seq)?;
+        if units.is_empty() {
+            return Ok(());
+        }
+        let mut next = mark;
+        next.windows = true;
+        let mut new_turns = Vec::new();
+        for u in &units {
+            match u.kind {
+                UnitKind::Turn => {
+                    next.turn_seq = next.turn_seq.max(u.seq);
+                    new_turns.push(TurnId(u.id.clone()));
+                }
+                UnitKind::Segment => next.segment_seq = next.segment_seq.max(u.seq),
+                UnitKind::Card | UnitKind::Window => {}
+            }
+        }
+        // New turns window themselves and widen the windows of the turns before them.
+        units.extend(aril_store::windows_widened(&new_turns, |ids| {
+            store.session_neighbourhoods(ids, WINDOW_SPAN)
+        })?);
+        self.lexical.add(&units, next)
+    }
+
+    /// Brings a held user's vectors (and graphs) up to the store: the units stored after those
+    /// held are appended. A user not held is read whole on its next search.
+    fn catch_up_vectors(&mut self, store: &dyn Store, user_id: &str) -> Result<(), IndexError> {
+        let vectors = self
+            .vectors
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner);
+        let Some((model, turns, segments)) = vectors.held_through(user_id) else {
+            return Ok(());
+        };
+        let units = store.unit_vectors(&model, user_id, turns, segments)?;
+        vectors.append(user_id, units)
+    }
+
+    fn vectors_mut(&mut self) -> &mut VectorIndex {
+        self.vectors
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl UnitSearch for EmbeddedIndex {
+    /// Searches the user's vectors held in memory, loading them from the store on first use.
+    fn dense(
+        &self,
+        store: &dyn Store,
+        model: &str,
+        filter: &ScopeFilter,
+        query: &[f32],
+        k: usize,
+        kind: UnitKind,
+    ) -> Result<Vec<Hit>, IndexError> {
+        let held = self.vectors.read().unwrap_or_else(PoisonError::into_inner);
+        if held.has_user(&filter.user_id) {
+            return held.search(filter, query, k, &[kind]);
+        }
+        let settings = held.settings().clone();
+        drop(held);
+        // Read from the store and build outside the lock (a large user's graph may be built
+        // here), so searches of other users go on; of two searches loading the same user at
+        // once, the second keeps the first's copy.
+        let mut loading = UserVectors::empty(model);
+        store.each_unit_vectors(model, &filter.user_id, 0, 0, &mut |unit| loading.add(unit))?;
+        let loaded = loading.ready(&settings, &filter.user_id)?;
+        let mut vectors = self.vectors.write().unwrap_or_else(PoisonError::into_inner);
+        if !vectors.has_user(&filter.user_id) {
+            vectors.insert_user(&filter.user_id, loaded);
+        }
+        vectors.search(filter, query, k, &[kind])
+    }
+
+    fn lexical(
+        &self,
+        filter: &ScopeFilter,
+        query: &str,
+        k: usize,
+        kind: UnitKind,
+        roles: Option<&[Role]>,
+    ) -> Result<Vec<Hit>, IndexError> {
+        self.lexical.search(filter, query, k, &[kind], roles)
+    }
+
+    /// A user's cards are few: the engine indexes them in memory.
+    fn indexes_cards(&self) -> bool {
+        false
+    }
+
+    fn documents(&self, _stats: &StoreStats) -> u64 {
+        self.lexical.len()
+    }
+
+    fn committed(&mut self, store: &dyn Store, user_id: &str) -> Result<(), IndexError> {
+        self.catch_up_lexical(store)?;
+        self.catch_up_vectors(store, user_id)
+    }
+
+    /// Held vectors and graphs are dropped (read again on use); the lexical index catches up.
+    fn imported(&mut self, store: &dyn Store) -> Result<(), IndexError> {
+        self.vectors_mut().clear()?;
+        self.catch_up_lexical(store)
+    }
+
+    fn deleting(&self, user_id: &str) -> Result<(), IndexError> {
+        self.vectors
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove_files(user_id)
+    }
+
+    fn deleted_scope(&mut self, filter: &ScopeFilter) -> Result<(), IndexError> {
+        self.lexical.delete(filter)?;
+        self.vectors_mut().evict(&filter.user_id);
+        Ok(())
+    }
+
+    fn deleted_units(
+        &mut self,
+        store: &dyn Store,
+        users: &[&str],
+        gone: &[UnitId],
+        rewindowed: &[TurnId],
+    ) -> Result<(), IndexError> {
+        let ids: Vec<&str> = gone.iter().map(UnitId::as_str).collect();
+        self.lexical.delete_units(&ids)?;
+        let windows = aril_store::session_windows(store, rewindowed)?;
+        let mark = self.lexical.watermark()?;
+        self.lexical.add(&windows, mark)?;
+        self.catch_up_lexical(store)?;
+        for user in users {
+            self.vectors_mut().evict(user);
+        }
+        Ok(())
+    }
+
+    fn rebuild(&mut self, store: &dyn Store) -> Result<(), IndexError> {
+        self.vectors_mut().clear()?;
+        self.lexical.clear()?;
+        self.catch_up_lexical(store)
+    }
+
+    /// The saved vector graphs: each whole, none of a user the store does not hold.
+    fn check(&self, store: &dyn Store) -> Result<(), IndexError> {
+        let users: std::collections::HashSet<String> = store.users()?.into_iter().collect();
+        self.vectors
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .check_files(&|user| users.contains(user))?;
+        Ok(())
+    }
+}
