@@ -343,7 +343,7 @@ impl Engine {
             .first()
             .map(|p| p.query.clone())
             .unwrap_or_else(|| request.question.trim().to_string());
-        let qv = self.embed_query(&query)?;
+        let qv = self.recall()?.embed_query(&query)?;
         let index = self.card_index(&request.filter.user_id)?;
         let chosen: Vec<Unit> = index
             .dense(&request.filter, &qv, k * 2)?
@@ -539,9 +539,10 @@ impl Engine {
         asked_at: DateTime<Utc>,
     ) -> Result<Vec<RankedList>, EngineError> {
         let mut lists: Vec<RankedList> = Vec::new();
-        let qv = self.embed_query(&path.query)?;
+        let recall = self.recall()?;
+        let qv = recall.embed_query(&path.query)?;
         if path.wants.contains(&Want::Turns) {
-            let candidates = self.hybrid_candidates(filter, &path.query, &qv, Some(asked_at))?;
+            let candidates = recall.hybrid_candidates(filter, &path.query, &qv, Some(asked_at))?;
             let mut turns: RankedList = Vec::new();
             for (rank, c) in candidates.iter().take(per_list).enumerate() {
                 for t in &c.turns {

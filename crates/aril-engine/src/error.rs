@@ -34,6 +34,19 @@ pub enum EngineError {
     Llm(#[from] aril_llm::LlmError),
 }
 
+impl From<aril_recall::RecallError> for EngineError {
+    /// Recall's errors are the stages' errors the engine has too; an invalid request stays one.
+    fn from(e: aril_recall::RecallError) -> Self {
+        use aril_recall::RecallError;
+        match e {
+            RecallError::InvalidInput(e) => EngineError::InvalidInput(e),
+            RecallError::Store(e) => EngineError::Store(e),
+            RecallError::Index(e) => EngineError::Index(e),
+            RecallError::Embed(e) => EngineError::Embed(e),
+        }
+    }
+}
+
 impl From<aril_core::InvalidInput> for EngineError {
     fn from(e: aril_core::InvalidInput) -> Self {
         EngineError::InvalidInput(e)

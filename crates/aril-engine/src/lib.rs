@@ -14,17 +14,14 @@ mod card_index;
 mod card_memory;
 mod config;
 mod consolidate;
-mod dated;
 mod embedding;
 mod error;
-mod focus;
 mod ingest;
 mod input;
 mod keys;
 mod lock;
 mod memory;
 mod metered;
-mod search;
 mod transfer;
 
 use std::collections::HashMap;
@@ -33,6 +30,7 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use aril_embed::{Embedder, MiniLm};
 use aril_index::{EmbeddedIndex, InStore, LexicalIndex, UnitSearch, VectorSettings};
+use aril_recall::Recall;
 use aril_segment::Segmenter;
 use aril_store::{PgStore, SqliteStore, Store, StoreStats};
 use serde::Serialize;
@@ -46,6 +44,9 @@ pub use aril_datasets as datasets;
 pub use aril_embed as embed;
 pub use aril_llm as llm;
 pub use aril_plan::{Plan, PlanPath, TimeWindow, Want};
+pub use aril_recall::{
+    LexicalTurnRoles, RecallConfig, SearchHit, SearchRequest, SearchResponse, SegmentUse, SourceRef,
+};
 pub use aril_segment::SegmenterConfig;
 pub use aril_store::transfer::{Fingerprint, MoveProgress, MoveReport, Table};
 pub use aril_store::{
@@ -54,7 +55,7 @@ pub use aril_store::{
 };
 pub use ask::{AskRequest, AskResponse, ContextItem, Profile, Recalled};
 pub use card_memory::CardMemory;
-pub use config::{Config, LexicalTurnRoles, RecallConfig, SegmentUse, SegmentVectors, TurnVectors};
+pub use config::{Config, SegmentVectors, TurnVectors};
 pub use consolidate::{
     ConsolidateOptions, ConsolidateReport, EncodeAttempt, EncodeJob, EncodeOutcome,
 };
@@ -65,7 +66,6 @@ pub use input::{TurnDefaults, TurnIn, parse_time};
 pub use keys::{Grant, KeyRing};
 pub use memory::MemoryView;
 pub use metered::CallCost;
-pub use search::{SearchHit, SearchRequest, SearchResponse, SourceRef};
 
 /// Where the lexical index lives inside a data directory.
 const LEXICAL_DIR: &str = "lexical";
@@ -319,6 +319,28 @@ impl Engine {
         let model: Arc<dyn Embedder> = Arc::new(MiniLm::load_with_runtime(&dir, &runtime)?);
         *loaded = Some(model.clone());
         Ok(model)
+    }
+
+    /// The read path over this memory (loading the embedding model on first use).
+    pub(crate) fn recall(&self) -> Result<Recall<'_>, EngineError> {
+        Ok(Recall {
+            store: &*self.store,
+            search: &*self.search,
+            embedder: self.embedder()?,
+            config: &self.config.recall,
+            dense_roles: &self.config.dense_roles,
+        })
+    }
+
+    /// Recalls the units most relevant to a question inside a scope (see [`Recall::search`]).
+    pub fn search(&self, request: &SearchRequest) -> Result<SearchResponse, EngineError> {
+        Ok(self.recall()?.search(request)?)
+    }
+
+    /// Recalls the sessions most relevant to a question inside a scope, one hit per session
+    /// (see [`Recall::search_sessions`]).
+    pub fn search_sessions(&self, request: &SearchRequest) -> Result<SearchResponse, EngineError> {
+        Ok(self.recall()?.search_sessions(request)?)
     }
 
     /// Loads the embedding model now if it is not loaded yet; an error says what is missing.

@@ -1,11 +1,28 @@
-//! The read path's last steps, free of any storage or model: fuse ranked lists with reciprocal-rank
-//! fusion, select across paths with diversity, and pack the chosen units into a token budget. Pure
-//! functions over ids, so they are easy to test on hand-built rankings.
+//! Recall: the read path from a question to the context an answer is written from.
+//!
+//! - [`Recall`] (`hybrid`) is the LLM-free recall over one memory: the question embedded, ranked
+//!   lists taken through the search seam ([`aril_index::UnitSearch`]: dense and BM25 over turns,
+//!   windows and segments, plus the speaker (`focus.rs`) and date (`dated.rs`) focus lists), fused,
+//!   resolved to the store's current turns and packed into `k` and a token budget.
+//! - Its last steps are pure functions over ids, easy to test on hand-built rankings:
+//!   reciprocal-rank fusion ([`rrf`], [`rrf_ranked`]), selection across paths with diversity
+//!   ([`select_diverse`]) and packing into a budget ([`pack`]). The planned recall of the engine
+//!   (`ask`) uses them too.
+//!
+//! [`RecallConfig`] holds every weight and depth, with its measured default.
 
 mod budget;
+mod config;
+mod dated;
 mod diversity;
+mod error;
+mod focus;
 mod fusion;
+mod hybrid;
 
 pub use budget::{Packed, pack};
+pub use config::{LexicalTurnRoles, RECALL_RRF_K, RecallConfig, SegmentUse};
 pub use diversity::select_diverse;
+pub use error::RecallError;
 pub use fusion::{RRF_K, rrf, rrf_ranked};
+pub use hybrid::{Candidate, Recall, SearchHit, SearchRequest, SearchResponse, SourceRef};

@@ -7,7 +7,7 @@
 //! each of its turns (`SegmentUse::RankTurns`): the segment's context lifts the turns it holds,
 //! and only turns are shown. The fused units are packed into `k` and an optional token budget; no
 //! turn is shown twice (a segment shown as a unit shows only the turns a better-ranked unit has
-//! not). Session search ([`Engine::search_sessions`]) ranks sessions instead: each session's
+//! not). Session search ([`Recall::search_sessions`]) ranks sessions instead: each session's
 //! best unit, plus one more RRF list ranking the sessions by how many of their turns are near
 //! the question.
 //!
@@ -17,15 +17,30 @@
 //! tantivy queries, `focus_depth` times deeper.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
-use aril_core::{ScopeFilter, SegmentId, Turn, TurnId, UnitId, UnitKind, tokens};
-use aril_embed::embed_chunked;
-use aril_index::Hit;
-use aril_recall::{pack, rrf_ranked};
+use aril_core::{Role, ScopeFilter, SegmentId, Turn, TurnId, UnitId, UnitKind, tokens};
+use aril_embed::{Embedder, embed_chunked};
+use aril_index::{Hit, UnitSearch};
+use aril_store::Store;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::{Engine, EngineError, LexicalTurnRoles, SegmentUse};
+use crate::{LexicalTurnRoles, RecallConfig, RecallError, SegmentUse, pack, rrf_ranked};
+
+/// The read path over one memory: its store, the search over the store's units and the
+/// embedder, with recall's settings. Cheap to make (references and a shared embedder), so each
+/// read makes its own;
+/// every method takes `&self`, so any number run at once.
+pub struct Recall<'a> {
+    pub store: &'a dyn Store,
+    pub search: &'a dyn UnitSearch,
+    pub embedder: Arc<dyn Embedder>,
+    pub config: &'a RecallConfig,
+    /// The roles whose turns have vectors (the BM25 turn list keeps them when
+    /// `lexical_turn_roles` says so).
+    pub dense_roles: &'a [Role],
+}
 
 /// A question to recall for.
 #[derive(Debug, Clone)]
@@ -97,20 +112,23 @@ struct FocusLists {
     windows: Vec<Hit>,
 }
 
+/// BM25 over turns, segments and windows, in that order.
+type LexicalLists = (Vec<Hit>, Vec<Hit>, Vec<Hit>);
+
 /// A unit with its rank in one list (from 1).
 type Ranked = (UnitId, usize);
 
 /// A fused unit with its current turns.
-pub(crate) struct Candidate {
+pub struct Candidate {
     pub unit: UnitId,
     pub score: f32,
     pub turns: Vec<Turn>,
 }
 
-impl Engine {
+impl Recall<'_> {
     /// Recalls the units most relevant to a question inside a scope.
-    pub fn search(&self, request: &SearchRequest) -> Result<SearchResponse, EngineError> {
-        let (query, k) = checked(request, self.config.recall.default_k)?;
+    pub fn search(&self, request: &SearchRequest) -> Result<SearchResponse, RecallError> {
+        let (query, k) = checked(request, self.config.default_k)?;
         let qv = self.embed_query(query)?;
         let candidates = self.hybrid_candidates(&request.filter, query, &qv, request.asked_at)?;
         Ok(respond(
@@ -129,10 +147,10 @@ impl Engine {
     /// question in several turns rises above one that mentions it once. A session with one
     /// dense turn among the searched is not in that list (its turn is the dense turn list's
     /// entry already). `k` and `budget` bound the sessions returned as they bound units.
-    pub fn search_sessions(&self, request: &SearchRequest) -> Result<SearchResponse, EngineError> {
-        let (query, k) = checked(request, self.config.recall.default_k)?;
+    pub fn search_sessions(&self, request: &SearchRequest) -> Result<SearchResponse, RecallError> {
+        let (query, k) = checked(request, self.config.default_k)?;
         let qv = self.embed_query(query)?;
-        let r = &self.config.recall;
+        let r = self.config;
         // One dense turn search serves both: the session list reads it `focus_depth` times
         // deeper than `candidates`, the fusion its first `candidates` (the same turns a search
         // that shallow finds: hits are ordered by score, then id).
@@ -149,7 +167,6 @@ impl Engine {
         let listed = self.session_list(&pre.superseded, &pre.dense_turns, &mut pre.read)?;
         let candidates =
             self.fused_candidates(&request.filter, query, &qv, request.asked_at, pre)?;
-        let r = &self.config.recall;
         let rank_of: HashMap<&SessionKey, usize> = listed.iter().zip(1..).collect();
         let mut seen = HashSet::new();
         let mut best: Vec<Candidate> = Vec::new();
@@ -169,7 +186,7 @@ impl Engine {
         Ok(respond(query, &best, k, request.budget))
     }
 
-    /// The session list of [`Engine::search_sessions`]: the sessions with at least two of
+    /// The session list of [`Recall::search_sessions`]: the sessions with at least two of
     /// `dense_turns`' current turns, best first by the mean cosine of their best
     /// `session_turns` turns. A turn that a newer version of its memory replaces (in
     /// `superseded`) does not count, as turn search does not show it. The turns read go into
@@ -179,8 +196,8 @@ impl Engine {
         superseded: &HashSet<TurnId>,
         dense_turns: &[Hit],
         read: &mut TurnsById,
-    ) -> Result<Vec<SessionKey>, EngineError> {
-        let r = &self.config.recall;
+    ) -> Result<Vec<SessionKey>, RecallError> {
+        let r = self.config;
         if r.w_sessions <= 0.0 {
             return Ok(Vec::new());
         }
@@ -215,10 +232,9 @@ impl Engine {
     }
 
     /// The question embedded as one unit vector (chunk vectors summed, normalised).
-    pub(crate) fn embed_query(&self, query: &str) -> Result<Vec<f32>, EngineError> {
-        let embedder = self.embedder()?;
-        let chunked = embed_chunked(embedder.as_ref(), &[query])?;
-        let mut qv = vec![0.0f32; embedder.dim()];
+    pub fn embed_query(&self, query: &str) -> Result<Vec<f32>, RecallError> {
+        let chunked = embed_chunked(self.embedder.as_ref(), &[query])?;
+        let mut qv = vec![0.0f32; self.embedder.dim()];
         for c in chunked.iter().flat_map(|t| &t.chunks) {
             qv.iter_mut().zip(&c.vector).for_each(|(a, b)| *a += b);
         }
@@ -228,14 +244,14 @@ impl Engine {
 
     /// The ranked lists of the LLM-free recall for `query` (embedded as `qv`, asked at
     /// `asked_at`), fused and resolved to their current turns, best first.
-    pub(crate) fn hybrid_candidates(
+    pub fn hybrid_candidates(
         &self,
         filter: &ScopeFilter,
         query: &str,
         qv: &[f32],
         asked_at: Option<DateTime<Utc>>,
-    ) -> Result<Vec<Candidate>, EngineError> {
-        let c = self.config.recall.candidates;
+    ) -> Result<Vec<Candidate>, RecallError> {
+        let c = self.config.candidates;
         let pre = Prefetched {
             dense_turns: self.dense_hits(filter, qv, c, UnitKind::Turn)?,
             superseded: self.store.superseded(&filter.user_id)?,
@@ -244,7 +260,7 @@ impl Engine {
         self.fused_candidates(filter, query, qv, asked_at, pre)
     }
 
-    /// [`Engine::hybrid_candidates`] with what the search has read already ([`Prefetched`]).
+    /// [`Recall::hybrid_candidates`] with what the search has read already ([`Prefetched`]).
     fn fused_candidates(
         &self,
         filter: &ScopeFilter,
@@ -252,26 +268,21 @@ impl Engine {
         qv: &[f32],
         asked_at: Option<DateTime<Utc>>,
         pre: Prefetched,
-    ) -> Result<Vec<Candidate>, EngineError> {
+    ) -> Result<Vec<Candidate>, RecallError> {
         let Prefetched {
             mut dense_turns,
             superseded,
             mut read,
         } = pre;
-        let r = self.config.recall.clone();
+        let r = self.config;
         let c = r.candidates;
         dense_turns.truncate(c);
         let dense_segments = self.dense_hits(filter, qv, c, UnitKind::Segment)?;
-        let lexical_turns = self.lexical_hits(filter, query, c, UnitKind::Turn)?;
-        let lexical_segments = if r.w_lexical_segments > 0.0 {
-            self.lexical_hits(filter, query, c, UnitKind::Segment)?
-        } else {
-            Vec::new()
-        };
-        let lexical_windows = if r.w_lexical_windows > 0.0 {
-            self.window_hits(filter, query, c)?
-        } else {
-            Vec::new()
+        let (lexical_turns, lexical_segments, lexical_windows) =
+            self.lexical_lists(filter, query)?;
+        let dated = match r.w_dated > 0.0 {
+            true => self.date_focus(filter, query, asked_at, &mut read)?,
+            false => FocusLists::default(),
         };
         let focus = if r.w_focus > 0.0 {
             self.speaker_focus(
@@ -280,11 +291,6 @@ impl Engine {
                 &[&dense_turns, &lexical_turns, &lexical_windows],
                 &mut read,
             )?
-        } else {
-            FocusLists::default()
-        };
-        let dated = if r.w_dated > 0.0 {
-            self.date_focus(filter, query, asked_at, &mut read)?
         } else {
             FocusLists::default()
         };
@@ -321,13 +327,34 @@ impl Engine {
         self.resolve(&fused, &superseded, read)
     }
 
+    /// The BM25 lists of the question: turns, segments (when weighted) and windows (when
+    /// weighted; empty lists otherwise).
+    fn lexical_lists(
+        &self,
+        filter: &ScopeFilter,
+        query: &str,
+    ) -> Result<LexicalLists, RecallError> {
+        let r = self.config;
+        let c = r.candidates;
+        let turns = self.lexical_hits(filter, query, c, UnitKind::Turn)?;
+        let segments = match r.w_lexical_segments > 0.0 {
+            true => self.lexical_hits(filter, query, c, UnitKind::Segment)?,
+            false => Vec::new(),
+        };
+        let windows = match r.w_lexical_windows > 0.0 {
+            true => self.window_hits(filter, query, c)?,
+            false => Vec::new(),
+        };
+        Ok((turns, segments, windows))
+    }
+
     /// BM25 over the turns' lexical windows; a window hit is its turn's ([`UnitId::of`]).
     fn window_hits(
         &self,
         filter: &ScopeFilter,
         query: &str,
         k: usize,
-    ) -> Result<Vec<Hit>, EngineError> {
+    ) -> Result<Vec<Hit>, RecallError> {
         self.lexical_hits(filter, query, k, UnitKind::Window)
     }
 
@@ -335,7 +362,7 @@ impl Engine {
     /// turns, the dense, BM25 and window turn lists searched again for the question without
     /// their names (`focus_depth` times deeper), each keeping those speakers' turns only.
     /// The speakers are learnt from the candidates' turns only (whatever else `read` holds); every
-    /// turn read to learn them goes into `read`, which [`Engine::resolve`] then need not read
+    /// turn read to learn them goes into `read`, which [`Recall::resolve`] then need not read
     /// again.
     fn speaker_focus(
         &self,
@@ -343,7 +370,7 @@ impl Engine {
         query: &str,
         candidates: &[&[Hit]],
         read: &mut TurnsById,
-    ) -> Result<FocusLists, EngineError> {
+    ) -> Result<FocusLists, RecallError> {
         self.read_hit_turns(candidates, read)?;
         let speakers = candidates
             .iter()
@@ -379,7 +406,7 @@ impl Engine {
         query: &str,
         asked_at: Option<DateTime<Utc>>,
         read: &mut TurnsById,
-    ) -> Result<FocusLists, EngineError> {
+    ) -> Result<FocusLists, RecallError> {
         let Some(dated) = crate::dated::dated_question(query, asked_at) else {
             return Ok(FocusLists::default());
         };
@@ -398,8 +425,8 @@ impl Engine {
         asked: &str,
         read: &mut TurnsById,
         keep: impl Fn(&Turn) -> bool,
-    ) -> Result<FocusLists, EngineError> {
-        let depth = self.config.recall.candidates * self.config.recall.focus_depth.max(1);
+    ) -> Result<FocusLists, RecallError> {
+        let depth = self.config.candidates * self.config.focus_depth.max(1);
         let qv = self.embed_query(asked)?;
         let dense = self.dense_hits(filter, &qv, depth, UnitKind::Turn)?;
         let lexical = self.lexical_hits(filter, asked, depth, UnitKind::Turn)?;
@@ -413,7 +440,7 @@ impl Engine {
     }
 
     /// The turns of `lists`' hits, read into `read` where it does not hold them yet.
-    fn read_hit_turns(&self, lists: &[&[Hit]], read: &mut TurnsById) -> Result<(), EngineError> {
+    fn read_hit_turns(&self, lists: &[&[Hit]], read: &mut TurnsById) -> Result<(), RecallError> {
         let ids = lists
             .iter()
             .flat_map(|l| l.iter())
@@ -426,7 +453,7 @@ impl Engine {
         &self,
         ids: impl IntoIterator<Item = TurnId>,
         read: &mut TurnsById,
-    ) -> Result<(), EngineError> {
+    ) -> Result<(), RecallError> {
         let missing: Vec<TurnId> = ids
             .into_iter()
             .filter(|id| !read.contains_key(id))
@@ -443,37 +470,36 @@ impl Engine {
     }
 
     /// The `k` turns or segments nearest `qv` inside the filter.
-    pub(crate) fn dense_hits(
+    fn dense_hits(
         &self,
         filter: &ScopeFilter,
         qv: &[f32],
         k: usize,
         kind: UnitKind,
-    ) -> Result<Vec<Hit>, EngineError> {
-        let embedder = self.embedder()?;
+    ) -> Result<Vec<Hit>, RecallError> {
         Ok(self
             .search
-            .dense(&*self.store, embedder.name(), filter, qv, k, kind)?)
+            .dense(self.store, self.embedder.name(), filter, qv, k, kind)?)
     }
 
     /// The `k` units of `kind` BM25 ranks best for `query` inside the filter. Turns are those
     /// of the roles `recall.lexical_turn_roles` admits; windows and segments are every turn's.
-    pub(crate) fn lexical_hits(
+    fn lexical_hits(
         &self,
         filter: &ScopeFilter,
         query: &str,
         k: usize,
         kind: UnitKind,
-    ) -> Result<Vec<Hit>, EngineError> {
-        let roles = match (kind, self.config.recall.lexical_turn_roles) {
-            (UnitKind::Turn, LexicalTurnRoles::DenseRoles) => Some(&self.config.dense_roles[..]),
+    ) -> Result<Vec<Hit>, RecallError> {
+        let roles = match (kind, self.config.lexical_turn_roles) {
+            (UnitKind::Turn, LexicalTurnRoles::DenseRoles) => Some(self.dense_roles),
             _ => None,
         };
         Ok(self.search.lexical(filter, query, k, kind, roles)?)
     }
 
     /// A segment ranking turned into a turn ranking: every member turn takes its segment's rank.
-    fn member_turns(&self, hits: &[Hit]) -> Result<Vec<Ranked>, EngineError> {
+    fn member_turns(&self, hits: &[Hit]) -> Result<Vec<Ranked>, RecallError> {
         let ids: Vec<SegmentId> = hits
             .iter()
             .filter_map(|h| h.unit.segment().cloned())
@@ -500,7 +526,7 @@ impl Engine {
         fused: &[(UnitId, f32)],
         superseded: &HashSet<TurnId>,
         mut read: TurnsById,
-    ) -> Result<Vec<Candidate>, EngineError> {
+    ) -> Result<Vec<Candidate>, RecallError> {
         let segment_ids: Vec<SegmentId> = fused
             .iter()
             .filter_map(|(unit, _)| unit.segment().cloned())
@@ -543,7 +569,7 @@ impl Engine {
 }
 
 /// The query, trimmed, and the `k` of a request, or an error saying what is wrong with them.
-fn checked(request: &SearchRequest, default_k: usize) -> Result<(&str, usize), EngineError> {
+fn checked(request: &SearchRequest, default_k: usize) -> Result<(&str, usize), RecallError> {
     let query = request.query.trim();
     if query.is_empty() {
         return Err(aril_core::InvalidInput("the query is empty".into()).into());
