@@ -193,6 +193,17 @@ impl BenchReport {
             c.context_tokens_per_query,
             c.llm_calls
         ));
+        let strategy = self.notes.get("strategy");
+        if let Some(per) = strategy.and_then(|s| s["turns_per_segment"].as_f64()) {
+            out.push_str(&format!(
+                "  segments: {} closed (an encoder call each when cards are written), {per:.2} \
+                 turns and {:.0} o200k tokens each\n",
+                strategy.map_or(serde_json::Value::Null, |s| s["segments"].clone()),
+                strategy
+                    .and_then(|s| s["tokens_per_segment"].as_f64())
+                    .unwrap_or(0.0),
+            ));
+        }
         for (what, cost) in [("answer", &c.answer), ("judge", &c.judge)] {
             if let Some(q) = cost {
                 out.push_str(&format!(

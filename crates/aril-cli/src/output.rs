@@ -113,7 +113,11 @@ pub fn stats(engine: &Engine, cmd: &StatsCmd) -> anyhow::Result<()> {
     println!("conversations       {}", s.conversations);
     println!("turns               {}", s.turns);
     println!("segments            {}", s.segments);
-    println!("turns per segment   {:.2}", stats.turns_per_segment);
+    // Each closed segment is one encoder call when cards are written.
+    println!(
+        "turns per segment   {:.2} ({:.0} o200k tokens each)",
+        stats.turns_per_segment, stats.tokens_per_segment
+    );
     println!("turns in open segs  {}", s.open_segment_turns);
     // What a stored turn costs the embedder (the cache keeps one entry per distinct text).
     println!(

@@ -151,8 +151,11 @@ pub struct Stats {
     pub store: StoreStats,
     /// Documents BM25 searches: each turn, each turn's window, each segment.
     pub lexical_units: u64,
-    /// Turns per closed segment (the paper reports about 5.8 on LoCoMo).
+    /// Turns per closed segment (the paper reports about 5.8 on LoCoMo): each closed segment
+    /// is one encoder call when cards are written.
     pub turns_per_segment: f64,
+    /// o200k tokens per closed segment: what one encoder call reads of the conversation.
+    pub tokens_per_segment: f64,
     /// Every language-model call made on this directory, summed by purpose and model.
     pub llm: Vec<aril_store::LlmUsage>,
 }
@@ -371,16 +374,18 @@ impl Engine {
     /// Store and index counts.
     pub fn stats(&self) -> Result<Stats, EngineError> {
         let store = self.store.stats()?;
-        let turns_per_segment = if store.segments == 0 {
-            0.0
-        } else {
-            store.segmented_turns as f64 / store.segments as f64
+        let per_segment = |n: u64| match store.segments {
+            0 => 0.0,
+            segments => n as f64 / segments as f64,
         };
+        let turns_per_segment = per_segment(store.segmented_turns);
+        let tokens_per_segment = per_segment(store.segment_tokens);
         Ok(Stats {
             data_dir: self.dir.display().to_string(),
             backend: self.at.describe(),
             lexical_units: self.search.documents(&store),
             turns_per_segment,
+            tokens_per_segment,
             llm: self.store.llm_usage()?,
             store,
         })

@@ -44,6 +44,16 @@ impl OpenSegment {
         self.members.iter().map(|m| m.tokens).sum()
     }
 
+    /// Tokens of the members the boundary model sees (those with a vector): the evidence a
+    /// topic shift is judged on.
+    fn embedded_tokens(&self) -> u32 {
+        self.members
+            .iter()
+            .filter(|m| m.vector.is_some())
+            .map(|m| m.tokens)
+            .sum()
+    }
+
     /// Drops the given turns (and their vectors) from the segment, as a deletion requires.
     /// Returns whether any was a member.
     pub fn remove(&mut self, ids: &[TurnId]) -> bool {
@@ -149,6 +159,11 @@ impl Segmenter {
                 Some((CloseReason::SessionEnd, 1.0))
             } else if open.tokens() + turn.tokens > c.max_tokens {
                 Some((CloseReason::MaxTokens, 1.0))
+            } else if open.embedded_tokens() < c.min_tokens {
+                // Too little said yet (in the turns the model compares) for a topic shift to be
+                // told from a turn of another kind on the same topic: one encoder call reads a
+                // topic, not an exchange.
+                None
             } else {
                 self.features(open, &turn)
                     .map(|f| f.probability)
@@ -257,10 +272,34 @@ mod tests {
         assert_eq!(closed[0].turns.len(), 10);
         assert!(open.is_empty());
 
-        seg.push(&mut open, input(20, 0, 500, "s"));
-        let closed = seg.push(&mut open, input(21, 0, 500, "s"));
+        let big = seg.config().max_tokens * 3 / 4;
+        seg.push(&mut open, input(20, 0, big, "s"));
+        let closed = seg.push(&mut open, input(21, 0, big, "s"));
         assert_eq!(closed[0].reason, CloseReason::MaxTokens);
-        assert_eq!(closed[0].tokens, 500);
+        assert_eq!(closed[0].tokens, big);
+    }
+
+    #[test]
+    fn no_topic_cut_before_the_compared_turns_hold_min_tokens() {
+        let seg = Segmenter::default();
+        let floor = seg.config().min_tokens;
+        let mut open = OpenSegment::default();
+        seg.push(&mut open, input(0, 0, floor / 2, "s"));
+        // A long turn without a vector (an assistant's reply) adds no evidence of the topic.
+        let reply = TurnInput {
+            vector: None,
+            ..input(1, 0, floor * 4, "s")
+        };
+        assert!(seg.push(&mut open, reply).is_empty());
+        // An unrelated question is no cut yet: half the floor has been said.
+        let shift = input(2, 1, floor / 2, "s");
+        assert!(seg.features(&open, &shift).unwrap().probability > 0.5);
+        assert!(seg.push(&mut open, shift).is_empty());
+        // Now the compared turns hold the floor: the next shift cuts.
+        let closed = seg.push(&mut open, input(3, 2, 10, "s"));
+        assert_eq!(closed.len(), 1);
+        assert_eq!(closed[0].reason, CloseReason::TopicShift);
+        assert_eq!(closed[0].turns.len(), 3);
     }
 
     #[test]
@@ -304,7 +343,7 @@ mod tests {
     fn turns_without_vectors_join_without_a_boundary_decision() {
         let seg = Segmenter::default();
         let mut open = OpenSegment::default();
-        seg.push(&mut open, input(0, 0, 10, "s"));
+        seg.push(&mut open, input(0, 0, seg.config().min_tokens, "s"));
         let unembedded = TurnInput {
             vector: None,
             ..input(1, 3, 10, "s")

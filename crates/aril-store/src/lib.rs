@@ -251,6 +251,8 @@ pub struct StoreStats {
     pub segments: u64,
     /// Turns inside closed segments.
     pub segmented_turns: u64,
+    /// o200k tokens of the closed segments' turns, summed: what encoding them all would read.
+    pub segment_tokens: u64,
     pub open_segment_turns: u64,
     pub embeddings: u64,
     pub embedded_chunks: u64,

@@ -1180,6 +1180,7 @@ impl Store for SqliteStore {
             turns: count("SELECT COUNT(*) FROM turns")?,
             segments: count("SELECT COUNT(*) FROM segments")?,
             segmented_turns: count("SELECT COUNT(*) FROM segment_turns")?,
+            segment_tokens: count("SELECT COALESCE(SUM(tokens), 0) FROM segments")?,
             open_segment_turns: open_turns,
             embeddings: count("SELECT COUNT(*) FROM embeddings")?,
             embedded_chunks,

@@ -133,4 +133,22 @@ impl Strategy for Aril {
             .map(|s| (s.store.embeddings as usize).saturating_sub(self.embedded_before))
             .unwrap_or(0)
     }
+
+    /// The encoder calls the memory would cost with cards: its closed segments.
+    fn details(&mut self) -> serde_json::Value {
+        self.engine
+            .stats()
+            .map_or(serde_json::Value::Null, |s| segment_details(&s))
+    }
+}
+
+/// A memory's closed segments, each one encoder call when cards are written: how many, and
+/// the turns and o200k tokens one call reads.
+pub(super) fn segment_details(stats: &aril_engine::Stats) -> serde_json::Value {
+    serde_json::json!({
+        "segments": stats.store.segments,
+        "turns": stats.store.turns,
+        "turns_per_segment": stats.turns_per_segment,
+        "tokens_per_segment": stats.tokens_per_segment,
+    })
 }

@@ -273,6 +273,8 @@ impl Strategy for AriLlm {
             "haystacks": self.haystacks,
             "segments": stats.as_ref().map(|s| s.store.segments),
             "turns": stats.as_ref().map(|s| s.store.turns),
+            "turns_per_segment": stats.as_ref().map(|s| s.turns_per_segment),
+            "tokens_per_segment": stats.as_ref().map(|s| s.tokens_per_segment),
             "cards": stats.as_ref().map(|s| s.store.cards),
             "cards_by_type": kinds,
             "segments_failed": stats.as_ref().map(|s| s.store.segments_failed),

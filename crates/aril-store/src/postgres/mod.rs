@@ -1003,6 +1003,7 @@ impl Store for PgStore {
         let turns = count("SELECT COUNT(*) FROM turns")?;
         let segments = count("SELECT COUNT(*) FROM segments")?;
         let segmented_turns = count("SELECT COUNT(*) FROM segment_turns")?;
+        let segment_tokens = count("SELECT COALESCE(SUM(tokens), 0)::BIGINT FROM segments")?;
         let embeddings = count("SELECT COUNT(*) FROM embeddings")?;
         let cards = count("SELECT COUNT(*) FROM cards")?;
         let segments_pending =
@@ -1025,6 +1026,7 @@ impl Store for PgStore {
             turns,
             segments,
             segmented_turns,
+            segment_tokens,
             open_segment_turns,
             embeddings,
             embedded_chunks,
