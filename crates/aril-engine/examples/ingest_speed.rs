@@ -3,8 +3,9 @@
 //! texts ingest would embed (the dense roles' turns, sentence by sentence) straight through the
 //! model, then ingests the same turns into a fresh data directory, and prints both rates.
 //!
-//! `cargo run --release -p aril-engine --example ingest_speed -- FILE [QUESTIONS]`
-//! (default 10 questions, about 5,000 turns; the model from `scripts/fetch-model`).
+//! `cargo run --release -p aril-engine --example ingest_speed -- FILE [QUESTIONS [CONFIG.toml]]`
+//! (default 10 questions, about 5,000 turns, default configuration; the model from
+//! `scripts/fetch-model`).
 
 use std::collections::HashSet;
 use std::sync::atomic::AtomicBool;
@@ -16,9 +17,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let file = args
         .next()
-        .ok_or("usage: ingest_speed LONGMEMEVAL.json [QUESTIONS]")?;
+        .ok_or("usage: ingest_speed LONGMEMEVAL.json [QUESTIONS [CONFIG.toml]]")?;
     let questions: usize = args.next().map_or(Ok(10), |n| n.parse())?;
-    let config = Config::default();
+    let config = match args.next() {
+        Some(path) => Config::load(path.as_ref())?,
+        None => Config::default(),
+    };
     let mut turns: Vec<NewTurn> = Vec::new();
     for q in aril_engine::datasets::longmemeval::read(file.as_ref())?
         .into_iter()
