@@ -72,7 +72,10 @@ impl Prepared {
 
 /// Tries of one batch when other writers keep advancing its open segment first.
 const MAX_ATTEMPTS: usize = 50;
-/// Turns whose texts are embedded in one pass ahead of their commit batches.
+/// Turns whose texts are embedded in one pass ahead of their commit batches, taken across
+/// conversations in ingest order: the more texts one pass sorts by length, the less its batches
+/// pad (measured with `examples/ingest_speed`: a pool per LongMemEval haystack ran at 68–72% of
+/// the bare model's speed, pools across them at 75%).
 const EMBED_POOL: usize = 1024;
 
 impl Engine {
@@ -159,10 +162,18 @@ impl Engine {
         }
         let total: usize = groups.values().map(Vec::len).sum();
         let batch = self.config.batch_size();
+        let groups: Vec<Vec<(TurnId, NewTurn)>> = order
+            .iter()
+            .map(|key| groups.remove(key).unwrap_or_default())
+            .collect();
         let mut done = 0;
         progress(Progress { done, total });
-        'conversations: for key in order {
-            let group = groups.remove(&key).unwrap_or_default();
+        // The model sees a pool of texts at once, sorted by length so its batches pad little
+        // (a commit batch of 64 alone would mix short and long texts: measured on LongMemEval,
+        // 2.7 times the embedding time). Turns before `pooled` (in ingest order) are in it.
+        let mut prepared: Vec<Embedding> = Vec::new();
+        let mut pooled = 0;
+        'conversations: for (g, group) in groups.iter().enumerate() {
             let Some((_, first)) = group.first() else {
                 continue;
             };
@@ -170,19 +181,21 @@ impl Engine {
             let conversation = first.conversation.clone();
             let mut open = self.store.open_segment(&scope, &conversation)?;
             let n_batches = group.len().div_ceil(batch);
-            let mut prepared: Vec<Embedding> = Vec::new();
             for (b, chunk) in group.chunks(batch).enumerate() {
                 if cancel.load(Ordering::SeqCst) {
                     report.interrupted = true;
                     break 'conversations;
                 }
-                // The model sees a pool of texts at once, sorted by length so its batches pad
-                // little; a commit batch of 64 alone would mix short and long texts (measured on
-                // LongMemEval: 2.7 times the embedding time).
-                let per_pool = (EMBED_POOL / batch).max(1);
-                if b.is_multiple_of(per_pool) {
-                    let end = ((b + per_pool) * batch).min(group.len());
-                    prepared = self.prepare_embeddings(&group[b * batch..end], ahead)?;
+                if done + chunk.len() > pooled {
+                    let next: Vec<&NewTurn> = groups[g..]
+                        .iter()
+                        .flatten()
+                        .skip(b * batch)
+                        .take(EMBED_POOL.max(chunk.len()))
+                        .map(|(_, t)| t)
+                        .collect();
+                    pooled = done + next.len();
+                    prepared = self.prepare_embeddings(&next, ahead)?;
                 }
                 let last = b + 1 == n_batches;
                 let step = self.commit_batch(
@@ -265,13 +278,13 @@ impl Engine {
     /// commits those it uses), with those made `ahead` of the ingest.
     fn prepare_embeddings(
         &self,
-        turns: &[(TurnId, NewTurn)],
+        turns: &[&NewTurn],
         ahead: &Prepared,
     ) -> Result<Vec<Embedding>, EngineError> {
         let texts: Vec<String> = turns
             .iter()
-            .filter(|(_, t)| self.is_dense(t.role))
-            .map(|(_, t)| t.rendered())
+            .filter(|t| self.is_dense(t.role))
+            .map(|t| t.rendered())
             .collect();
         let mut pool = self.embed_cached(&texts, &ahead.embeddings)?.1;
         pool.extend(ahead.embeddings.iter().cloned());
