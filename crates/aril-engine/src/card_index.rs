@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, PoisonError};
 
 use aril_core::{Card, CardId, ScopeFilter, UnitKind};
-use aril_index::{Hit, LexicalIndex, UnitSearch, VectorIndex, Watermark};
+use aril_index::{FromStore, Hit, LexicalIndex, UnitSearch, VectorIndex, Watermark};
 use aril_store::{CardVectors, Store, StoredChunk, UnitText, UnitVectors};
 
 use crate::{Engine, EngineError};
@@ -59,10 +59,16 @@ impl CardsView<'_> {
         k: usize,
     ) -> Result<Vec<Hit>, EngineError> {
         Ok(match &self.index.lexical {
-            Some(_) => self
-                .index
-                .vectors
-                .search(filter, query, k, &[UnitKind::Card])?,
+            Some(_) => self.index.vectors.search(
+                filter,
+                query,
+                k,
+                &[UnitKind::Card],
+                &FromStore {
+                    store: self.store,
+                    model: &self.index.model,
+                },
+            )?,
             None => self.search.dense(
                 self.store,
                 &self.index.model,

@@ -5,7 +5,7 @@
 //!
 //! A chunk's key is its unit's store order and its place in the unit ([`chunk_key`]), so keys stay
 //! valid whatever else is loaded or deleted. Files: `<stem>.usearch` (the graph) and `<stem>.json`
-//! ([`AnnMeta`]: whose vectors, up to which store order, how many). A save writes the graph to a
+//! ([`AnnMeta`]: whose vectors, up to which unit, how many). A save writes the graph to a
 //! temporary file, removes the meta, renames the graph and writes the meta last: a `kill -9` at
 //! any point leaves either a meta that describes its graph or no meta, and no meta means a
 //! rebuild. Graphs are only ever added to: [`Ann::remove_files`] runs before a deletion reaches
@@ -27,7 +27,8 @@ use crate::IndexError;
 /// unit is a candidate (rescoring reads every chunk).
 pub(crate) const MAX_CHUNKS_PER_UNIT: usize = 1 << CHUNK_BITS;
 const CHUNK_BITS: u32 = 12;
-const FORMAT: u32 = 1;
+/// 2: the meta names its last unit (checked against the store instead of counting chunks).
+const FORMAT: u32 = 2;
 
 /// The graph's key of chunk `chunk` of the unit with store order `seq`.
 pub(crate) fn chunk_key(seq: i64, chunk: usize) -> u64 {
@@ -47,6 +48,9 @@ pub(crate) struct AnnMeta {
     owner: AnnOwner,
     /// Every chunk of the units up to this store order is in the graph, none after it.
     last_seq: i64,
+    /// The id of the unit at `last_seq`: a store that holds another unit there (or none) is
+    /// not the one the graph was built from.
+    last_id: String,
     /// Chunks in the graph.
     size: usize,
     /// Bytes of the graph file.
@@ -75,6 +79,7 @@ pub(crate) struct Ann {
     owner: AnnOwner,
     stem: PathBuf,
     pub(crate) last_seq: i64,
+    last_id: String,
     /// Chunks added since the last save.
     unsaved: usize,
     contexts: Contexts,
@@ -158,34 +163,43 @@ impl Ann {
             owner,
             stem,
             last_seq: 0,
+            last_id: String::new(),
             unsaved: 0,
             contexts: Contexts::new(),
         })
     }
 
-    /// The saved graph of `owner`, if a complete one is there and it holds `expected` chunks
-    /// (what the store has up to its `last_seq`, given by the caller). Anything else — no file,
-    /// another model, a count that does not match — is `None`: the caller rebuilds.
+    /// The saved graph of `user`'s units of `kind` under `model`, if a complete one is there and
+    /// `fits` says the store holds the unit it names last (store order and id). Anything else —
+    /// no file, another model or format, a file cut short, another store — is `None`: the caller
+    /// builds the graph from the store.
     pub(crate) fn open(
         dir: &Path,
-        owner: &AnnOwner,
-        expected: impl FnOnce(i64) -> usize,
+        user: &str,
+        kind: UnitKind,
+        model: &str,
+        fits: impl FnOnce(i64, &str) -> bool,
     ) -> Option<Self> {
-        let stem = stem(dir, &owner.user, owner.kind);
-        let meta: AnnMeta = serde_json::from_slice(&fs::read(stem.with_extension("json")).ok()?)
-            .map_err(|e| tracing::warn!(path = %stem.display(), "unreadable vector graph meta, rebuilding: {e}"))
-            .ok()?;
+        let stem = stem(dir, user, kind);
+        let meta: AnnMeta = match fs::read(stem.with_extension("json")) {
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map_err(|e| tracing::warn!(path = %stem.display(), "unreadable vector graph meta, rebuilding: {e}"))
+                .ok()?,
+            Err(_) => return None,
+        };
         let graph = stem.with_extension("usearch");
         let bytes = fs::metadata(&graph).ok()?.len();
         let fits = meta.format == FORMAT
-            && meta.owner == *owner
+            && meta.owner.user == user
+            && meta.owner.kind == kind
+            && meta.owner.model == model
             && meta.bytes == bytes
-            && meta.size == expected(meta.last_seq);
+            && fits(meta.last_seq, &meta.last_id);
         if !fits {
             tracing::info!(path = %stem.display(), "vector graph does not match the store; rebuilding it");
             return None;
         }
-        let index = Index::new(&options(owner.dim)).ok()?;
+        let index = Index::new(&options(meta.owner.dim)).ok()?;
         if let Err(e) = index.load(&graph.to_string_lossy()) {
             tracing::warn!(path = %graph.display(), "unreadable vector graph, rebuilding: {e}");
             return None;
@@ -199,20 +213,31 @@ impl Ann {
         }
         Some(Self {
             index,
-            owner: owner.clone(),
+            owner: meta.owner,
             stem,
             last_seq: meta.last_seq,
+            last_id: meta.last_id,
             unsaved: 0,
             contexts: Contexts::new(),
         })
     }
 
-    /// Adds chunks (`key`, unit-length vector); `last_seq` is the highest unit order now held.
-    /// Many chunks (a build) are inserted from one thread per core.
+    /// Chunks in the graph.
+    pub(crate) fn size(&self) -> usize {
+        self.index.size()
+    }
+
+    /// Floats per vector.
+    pub(crate) fn dim(&self) -> usize {
+        self.owner.dim
+    }
+
+    /// Adds chunks (`key`, unit-length vector); `last` is the unit (store order, id) with the
+    /// highest order now held. Many chunks (a build) are inserted from one thread per core.
     pub(crate) fn add(
         &mut self,
         chunks: &[(u64, &[f32])],
-        last_seq: i64,
+        last: (i64, &str),
     ) -> Result<(), IndexError> {
         let need = self.index.size() + chunks.len();
         if need > self.index.capacity() {
@@ -243,7 +268,10 @@ impl Ann {
         });
         added.map_err(|e| ann_error(&self.stem, "adding a vector", e))?;
         self.unsaved += chunks.len();
-        self.last_seq = self.last_seq.max(last_seq);
+        if last.0 > self.last_seq {
+            self.last_seq = last.0;
+            self.last_id = last.1.to_string();
+        }
         Ok(())
     }
 
@@ -291,6 +319,7 @@ impl Ann {
             format: FORMAT,
             owner: self.owner.clone(),
             last_seq: self.last_seq,
+            last_id: self.last_id.clone(),
             size: self.index.size(),
             bytes: fs::metadata(&graph).map_err(|e| io("reading", e))?.len(),
         };
@@ -322,10 +351,18 @@ impl Ann {
     }
 }
 
+/// What the store must hold for a graph to describe it: its user, and the unit the graph names
+/// last (user, kind, model, store order, id).
+pub(crate) struct GraphChecks<'a> {
+    pub(crate) known: &'a dyn Fn(&str) -> bool,
+    pub(crate) holds_last: &'a dyn Fn(&str, UnitKind, &str, i64, &str) -> bool,
+}
+
 /// Checks every saved graph in `dir` (`aril check`): its meta reads, its graph file has the
-/// size the meta says, and its user is one `known` admits (a graph of a user the store no longer
-/// holds would keep deleted vectors). Returns how many graphs were checked.
-pub(crate) fn check_files(dir: &Path, known: &dyn Fn(&str) -> bool) -> Result<usize, IndexError> {
+/// size the meta says, its user is one the store holds (a graph of a user the store no longer
+/// holds would keep deleted vectors), and the store holds the unit it names last (else it is a
+/// graph of another store). Returns how many graphs were checked.
+pub(crate) fn check_files(dir: &Path, checks: &GraphChecks<'_>) -> Result<usize, IndexError> {
     let entries = match fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
@@ -345,7 +382,7 @@ pub(crate) fn check_files(dir: &Path, known: &dyn Fn(&str) -> bool) -> Result<us
             .map_err(|e| e.to_string())
             .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
             .map_err(|e| bad(format!("unreadable meta: {e}")))?;
-        if !known(&meta.owner.user) {
+        if !(checks.known)(&meta.owner.user) {
             return Err(bad(format!(
                 "holds vectors of user {:?}, whom the store does not hold",
                 meta.owner.user
@@ -357,6 +394,14 @@ pub(crate) fn check_files(dir: &Path, known: &dyn Fn(&str) -> bool) -> Result<us
             return Err(bad(format!(
                 "its graph has {bytes} bytes where the meta says {}",
                 meta.bytes
+            )));
+        }
+        let o = &meta.owner;
+        if !(checks.holds_last)(&o.user, o.kind, &o.model, meta.last_seq, &meta.last_id) {
+            return Err(bad(format!(
+                "names as its last unit {:?} at store order {}, which the store does not hold \
+                 (a graph of another copy of the store)",
+                meta.last_id, meta.last_seq
             )));
         }
         checked += 1;

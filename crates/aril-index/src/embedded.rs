@@ -1,5 +1,6 @@
 //! [`UnitSearch`] for an embedded store: the BM25 index (tantivy, in the data directory) and
-//! the vectors of the users searched so far (in memory, large blocks with a saved graph), both
+//! the vectors of the users searched so far (small blocks in memory, large ones as a saved graph
+//! whose candidates' vectors are read from the store), both
 //! derived from the store and caught up with it after every commit.
 
 use std::sync::{PoisonError, RwLock};
@@ -7,6 +8,7 @@ use std::sync::{PoisonError, RwLock};
 use aril_core::{Role, ScopeFilter, TurnId, UnitId, UnitKind, WINDOW_SPAN};
 use aril_store::{Hit, Store, StoreStats};
 
+use crate::vector::{FromStore, StoredUnits};
 use crate::{IndexError, LexicalIndex, UnitSearch, UserVectors, VectorIndex, VectorSettings};
 
 /// The indexes beside an embedded store.
@@ -101,23 +103,28 @@ impl UnitSearch for EmbeddedIndex {
         k: usize,
         kind: UnitKind,
     ) -> Result<Vec<Hit>, IndexError> {
+        let stored = FromStore { store, model };
         let held = self.vectors.read().unwrap_or_else(PoisonError::into_inner);
         if held.has_user(&filter.user_id) {
-            return held.search(filter, query, k, &[kind]);
+            return held.search(filter, query, k, &[kind], &stored);
         }
         let settings = held.settings().clone();
         drop(held);
         // Read from the store and build outside the lock (a large user's graph may be built
         // here), so searches of other users go on; of two searches loading the same user at
-        // once, the second keeps the first's copy.
-        let mut loading = UserVectors::empty(model);
-        store.each_unit_vectors(model, &filter.user_id, 0, 0, &mut |unit| loading.add(unit))?;
+        // once, the second keeps the first's copy. A saved graph that fits is opened, and only
+        // the units stored after it are read.
+        let mut loading = UserVectors::open(&settings, &filter.user_id, model, &stored);
+        let (turns, segments) = loading.through();
+        store.each_unit_vectors(model, &filter.user_id, turns, segments, &mut |unit| {
+            loading.add(unit)
+        })?;
         let loaded = loading.ready(&settings, &filter.user_id)?;
         let mut vectors = self.vectors.write().unwrap_or_else(PoisonError::into_inner);
         if !vectors.has_user(&filter.user_id) {
             vectors.insert_user(&filter.user_id, loaded);
         }
-        vectors.search(filter, query, k, &[kind])
+        vectors.search(filter, query, k, &[kind], &stored)
     }
 
     fn lexical(
@@ -189,13 +196,17 @@ impl UnitSearch for EmbeddedIndex {
         self.catch_up_lexical(store)
     }
 
-    /// The saved vector graphs: each whole, none of a user the store does not hold.
+    /// The saved vector graphs: each whole, none of a user the store does not hold, each naming
+    /// as its last unit one the store holds.
     fn check(&self, store: &dyn Store) -> Result<(), IndexError> {
         let users: std::collections::HashSet<String> = store.users()?.into_iter().collect();
+        let holds_last = |user: &str, kind, model: &str, seq, id: &str| {
+            FromStore { store, model }.holds(user, kind, seq, id)
+        };
         self.vectors
             .read()
             .unwrap_or_else(PoisonError::into_inner)
-            .check_files(&|user| users.contains(user))?;
+            .check_files(&|user| users.contains(user), &holds_last)?;
         Ok(())
     }
 }

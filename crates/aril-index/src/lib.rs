@@ -6,11 +6,11 @@
 //!
 //! - [`LexicalIndex`]: BM25 over unit texts (tantivy, English stemming). Cost: one tantivy query
 //!   per search; a commit per ingest batch.
-//! - [`VectorIndex`]: cosine search over every chunk vector of a user, held in memory, loaded
-//!   from the store on first use and kept up by appends. A small block is scanned whole (one dot
-//!   product per chunk, a bounded heap of the best k units); a large one asks its HNSW graph
-//!   (`ann`, saved in the data directory) for candidates and rescores them exactly.
-//!   `similarity` of two units is two id lookups.
+//! - [`VectorIndex`]: cosine search over the chunk vectors of a user, loaded on first use and
+//!   kept up by appends. A small block is held in memory and scanned whole (one dot product per
+//!   chunk, a bounded heap of the best k units); a large one holds only its HNSW graph (`ann`,
+//!   saved in the data directory), asks it for candidates, and rescores them exactly with their
+//!   vectors read from the store. `similarity` of two held units is two id lookups.
 
 mod ann;
 mod embedded;
@@ -27,4 +27,4 @@ pub use error::IndexError;
 pub use in_store::InStore;
 pub use lexical::{LexicalIndex, Watermark};
 pub use search::UnitSearch;
-pub use vector::{UserVectors, VectorIndex, VectorSettings};
+pub use vector::{FromStore, StoredUnits, UserVectors, VectorIndex, VectorSettings};

@@ -1,8 +1,12 @@
 //! Nearest-neighbour search over chunk vectors. A unit's score is the best cosine of any of its
-//! chunks, so a long unit is found by whichever part matches. Scores are always exact (f32): a
-//! small block of vectors is scanned whole; a large one ([`VectorSettings::ann_min_chunks`]) asks
-//! its graph ([`crate::ann`]) for candidates and rescores only them.
+//! chunks, so a long unit is found by whichever part matches. Scores are always exact (f32). A
+//! small block of one user's units holds their vectors and is scanned whole; a large one
+//! ([`VectorSettings::ann_min_chunks`]) holds only its graph ([`crate::ann`], saved in the data
+//! directory), which proposes candidates whose vectors are read from the store
+//! ([`StoredUnits`]) and scored exactly. So a large user costs its graph in memory, not its
+//! vectors, and is opened from the graph's file without reading them.
 
+use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::ops::Range;
@@ -13,7 +17,7 @@ use aril_embed::dot;
 
 use aril_core::{Scope, ScopeFilter};
 use aril_core::{UnitId, UnitKind};
-use aril_store::UnitVectors;
+use aril_store::{Store, UnitVectors};
 
 use crate::ann::{Ann, AnnOwner, MAX_CHUNKS_PER_UNIT, chunk_key, key_seq};
 use crate::{Hit, IndexError};
@@ -42,6 +46,46 @@ impl Default for VectorSettings {
     }
 }
 
+/// The vectors of units by store order: what a block searched through its graph reads its
+/// candidates' vectors from (it holds none). The store, under one model ([`FromStore`]).
+pub trait StoredUnits {
+    /// The units of `kind` with these store orders, in any order; orders it lacks are left out.
+    fn units_at(&self, kind: UnitKind, seqs: &[i64]) -> Result<Vec<UnitVectors>, IndexError>;
+
+    /// Whether the unit of `kind` at store order `seq` is `id`, of `user`: what a saved graph
+    /// names as its last unit, so that a graph of another store (or of an older copy) is not
+    /// taken for this one's.
+    fn holds(&self, user: &str, kind: UnitKind, seq: i64, id: &str) -> bool {
+        self.units_at(kind, &[seq]).is_ok_and(
+            |found| matches!(found.as_slice(), [u] if u.id == id && u.scope.user_id == user),
+        )
+    }
+}
+
+/// A store's units with their vectors under `model`.
+pub struct FromStore<'a> {
+    pub store: &'a dyn Store,
+    pub model: &'a str,
+}
+
+impl StoredUnits for FromStore<'_> {
+    fn units_at(&self, kind: UnitKind, seqs: &[i64]) -> Result<Vec<UnitVectors>, IndexError> {
+        Ok(self.store.unit_vectors_at(self.model, kind, seqs)?)
+    }
+}
+
+/// Units already in hand (the cards of a card index, tests).
+impl StoredUnits for Vec<UnitVectors> {
+    fn units_at(&self, kind: UnitKind, seqs: &[i64]) -> Result<Vec<UnitVectors>, IndexError> {
+        let wanted: HashSet<i64> = seqs.iter().copied().collect();
+        Ok(self
+            .iter()
+            .filter(|u| u.kind == kind && wanted.contains(&u.seq))
+            .cloned()
+            .collect())
+    }
+}
+
 /// A unit held for search: its chunks are rows `rows` of its block.
 struct Held {
     id: String,
@@ -50,180 +94,204 @@ struct Held {
     rows: Range<usize>,
 }
 
-/// One user's units of one kind, their chunk vectors in one block (row after row, so a scan
-/// reads memory in order), where each id sits among them, and the graph when the block is large.
+/// A small block's units with every chunk vector, row after row (a scan reads memory in order).
+#[derive(Default)]
+struct Exact {
+    units: Vec<Held>,
+    rows: Vec<f32>,
+    by_id: HashMap<String, usize>,
+}
+
+/// What a block holds to be searched.
+enum Rows {
+    /// Every vector, scanned whole.
+    Exact(Exact),
+    /// Only the graph. Units pushed wait in `pending` (graph key, vector) until the block is
+    /// synced, which every push is followed by before the next search.
+    Graph {
+        ann: Ann,
+        pending: Vec<(u64, Vec<f32>)>,
+        /// The last unit pending (store order, id).
+        last: (i64, String),
+    },
+}
+
+/// One user's units of one kind.
 struct Block {
     kind: UnitKind,
-    units: Vec<Held>,
-    /// Every chunk vector of the block, `dim` floats each.
-    rows: Vec<f32>,
     dim: usize,
-    by_id: HashMap<String, usize>,
-    by_seq: HashMap<i64, usize>,
-    ann: Option<Ann>,
+    /// The highest store order held.
+    last_seq: i64,
+    rows: Rows,
 }
 
 impl Block {
-    fn new(kind: UnitKind) -> Self {
+    fn exact(kind: UnitKind) -> Self {
         Self {
             kind,
-            units: Vec::new(),
-            rows: Vec::new(),
             dim: 0,
-            by_id: HashMap::new(),
-            by_seq: HashMap::new(),
-            ann: None,
+            last_seq: 0,
+            rows: Rows::Exact(Exact::default()),
         }
     }
 
+    fn graph(kind: UnitKind, ann: Ann) -> Self {
+        Self {
+            kind,
+            dim: ann.dim(),
+            last_seq: ann.last_seq,
+            rows: Rows::Graph {
+                ann,
+                pending: Vec::new(),
+                last: (0, String::new()),
+            },
+        }
+    }
+
+    /// Takes a unit stored after those held; one a graph already holds is left out.
     fn push(&mut self, unit: UnitVectors) {
+        if unit.seq <= self.last_seq && matches!(self.rows, Rows::Graph { .. }) {
+            return;
+        }
         if self.dim == 0 {
             self.dim = unit.chunks.first().map_or(0, |c| c.vector.len());
         }
-        let first = self.chunk_count();
-        for c in &unit.chunks {
-            // One model's vectors are loaded together, so every row has its width.
-            debug_assert_eq!(c.vector.len(), self.dim);
-            self.rows.extend_from_slice(&c.vector);
+        self.last_seq = self.last_seq.max(unit.seq);
+        match &mut self.rows {
+            Rows::Exact(exact) => {
+                let dim = self.dim.max(1);
+                let first = exact.rows.len() / dim;
+                for c in &unit.chunks {
+                    // One model's vectors are loaded together, so every row has its width.
+                    debug_assert_eq!(c.vector.len(), self.dim);
+                    exact.rows.extend_from_slice(&c.vector);
+                }
+                let rows = first..exact.rows.len() / dim;
+                exact.by_id.insert(unit.id.clone(), exact.units.len());
+                exact.units.push(Held {
+                    id: unit.id,
+                    seq: unit.seq,
+                    scope: unit.scope,
+                    rows,
+                });
+            }
+            Rows::Graph { pending, last, .. } => {
+                for (i, c) in unit
+                    .chunks
+                    .into_iter()
+                    .take(MAX_CHUNKS_PER_UNIT)
+                    .enumerate()
+                {
+                    pending.push((chunk_key(unit.seq, i), c.vector));
+                }
+                *last = (unit.seq, unit.id);
+            }
         }
-        let rows = first..self.chunk_count();
-        self.by_id.insert(unit.id.clone(), self.units.len());
-        self.by_seq.insert(unit.seq, self.units.len());
-        self.units.push(Held {
-            id: unit.id,
-            seq: unit.seq,
-            scope: unit.scope,
-            rows,
-        });
     }
 
     fn chunk_count(&self) -> usize {
-        self.rows.len() / self.dim.max(1)
+        match &self.rows {
+            Rows::Exact(exact) => exact.rows.len() / self.dim.max(1),
+            Rows::Graph { ann, pending, .. } => ann.size() + pending.len(),
+        }
     }
 
-    fn last_seq(&self) -> i64 {
-        self.units.last().map_or(0, |u| u.seq)
+    /// Bytes held: the f32 rows of an exact block; about a chunk's 8-bit copy and its links per
+    /// chunk of a graph.
+    fn bytes(&self) -> usize {
+        match &self.rows {
+            Rows::Exact(exact) => exact.rows.len() * 4,
+            Rows::Graph { .. } => self.chunk_count() * (self.dim + 160),
+        }
     }
 
-    fn row(&self, i: usize) -> &[f32] {
-        &self.rows[i * self.dim..(i + 1) * self.dim]
+    fn get(&self, id: &str) -> Option<(&Exact, &Held)> {
+        match &self.rows {
+            Rows::Exact(exact) => exact.by_id.get(id).map(|&i| (exact, &exact.units[i])),
+            Rows::Graph { .. } => None,
+        }
     }
 
-    /// The best cosine of any chunk of `unit` with `query`.
-    fn best(&self, unit: &Held, query: &[f32]) -> f32 {
-        unit.rows
-            .clone()
-            .map(|r| dot(self.row(r), query))
-            .fold(f32::MIN, f32::max)
-    }
-
-    fn get(&self, id: &str) -> Option<&Held> {
-        self.by_id.get(id).map(|&i| &self.units[i])
-    }
-
-    /// The graph's chunks of the units from index `from` on: key and vector.
-    fn graph_chunks(&self, from: usize) -> Vec<(u64, &[f32])> {
-        self.units[from..]
-            .iter()
-            .flat_map(|u| {
-                u.rows
-                    .clone()
-                    .take(MAX_CHUNKS_PER_UNIT)
-                    .enumerate()
-                    .map(|(i, r)| (chunk_key(u.seq, i), self.row(r)))
-            })
-            .collect()
-    }
-
-    /// Chunks the graph holds of the units up to store order `last_seq`.
-    fn graph_size_through(&self, last_seq: i64) -> usize {
-        self.units
-            .iter()
-            .take_while(|u| u.seq <= last_seq)
-            .map(|u| u.rows.len().min(MAX_CHUNKS_PER_UNIT))
-            .sum()
-    }
-
-    /// Gives the block its graph when it is large enough and has none: the saved one brought up
-    /// to date, else one built from the block and saved.
-    fn ensure_graph(
+    /// Makes what was pushed searchable: pending chunks go into the graph (saved when `save`,
+    /// else when enough changed since the last save); an exact block grown to
+    /// [`VectorSettings::ann_min_chunks`] gets a graph built, saved, and lets its rows go.
+    fn sync(
         &mut self,
         settings: &VectorSettings,
         user: &str,
         model: &str,
+        save: bool,
     ) -> Result<(), IndexError> {
-        let Some(dir) = &settings.dir else {
-            return Ok(());
-        };
-        if self.ann.is_some() || self.chunk_count() < settings.ann_min_chunks || self.dim == 0 {
-            return Ok(());
-        }
-        let owner = AnnOwner {
-            user: user.to_string(),
-            kind: self.kind,
-            model: model.to_string(),
-            dim: self.dim,
-        };
-        let (mut ann, from) = match Ann::open(dir, &owner, |last| self.graph_size_through(last)) {
-            Some(ann) => {
-                let from = self.units.partition_point(|u| u.seq <= ann.last_seq);
-                (ann, from)
+        match &mut self.rows {
+            Rows::Graph { ann, pending, last } => {
+                if pending.is_empty() {
+                    return Ok(());
+                }
+                let chunks: Vec<(u64, &[f32])> =
+                    pending.iter().map(|(k, v)| (*k, v.as_slice())).collect();
+                ann.add(&chunks, (last.0, &last.1))?;
+                pending.clear();
+                if save || ann.worth_saving() {
+                    ann.save()?;
+                }
+                Ok(())
             }
-            None => {
+            Rows::Exact(exact) => {
+                let Some(dir) = &settings.dir else {
+                    return Ok(());
+                };
+                if self.dim == 0 || exact.rows.len() / self.dim < settings.ann_min_chunks {
+                    return Ok(());
+                }
                 tracing::info!(
                     user,
                     kind = self.kind.as_str(),
-                    chunks = self.chunk_count(),
+                    chunks = exact.rows.len() / self.dim,
                     "building the vector graph"
                 );
-                (Ann::new(dir, owner)?, 0)
+                let owner = AnnOwner {
+                    user: user.to_string(),
+                    kind: self.kind,
+                    model: model.to_string(),
+                    dim: self.dim,
+                };
+                let mut ann = Ann::new(dir, owner)?;
+                let (dim, rows) = (self.dim, exact.rows.as_slice());
+                let chunks: Vec<(u64, &[f32])> =
+                    exact
+                        .units
+                        .iter()
+                        .flat_map(|u| {
+                            u.rows.clone().take(MAX_CHUNKS_PER_UNIT).enumerate().map(
+                                move |(i, r)| (chunk_key(u.seq, i), &rows[r * dim..(r + 1) * dim]),
+                            )
+                        })
+                        .collect();
+                let last = exact
+                    .units
+                    .last()
+                    .map_or((0, ""), |u| (u.seq, u.id.as_str()));
+                ann.add(&chunks, last)?;
+                ann.save()?;
+                drop(chunks);
+                *self = Self::graph(self.kind, ann);
+                Ok(())
             }
-        };
-        if from < self.units.len() {
-            ann.add(&self.graph_chunks(from), self.last_seq())?;
-            ann.save()?;
         }
-        self.ann = Some(ann);
-        Ok(())
-    }
-
-    /// Keeps the graph up with the units pushed from index `from` on: adds them to the graph
-    /// the block has, or gives it one if it has grown large enough.
-    fn graph_from(
-        &mut self,
-        from: usize,
-        settings: &VectorSettings,
-        user: &str,
-        model: &str,
-    ) -> Result<(), IndexError> {
-        let Some(mut ann) = self.ann.take() else {
-            return self.ensure_graph(settings, user, model);
-        };
-        // A graph that failed to take every chunk is dropped: the next load rebuilds it.
-        ann.add(&self.graph_chunks(from), self.last_seq())?;
-        let saved = match ann.worth_saving() {
-            true => ann.save(),
-            false => Ok(()),
-        };
-        self.ann = Some(ann);
-        saved
     }
 
     /// Pushes this block's best units for `query` into `best` (kept at `k`): every unit scored
-    /// when there is no graph, else the units of the graph's candidate chunks.
+    /// when it holds its vectors, else the units of the graph's candidate chunks, their vectors
+    /// read from `stored`.
     fn search_into<'a>(
         &'a self,
         filter: &ScopeFilter,
         query: &[f32],
         k: usize,
+        stored: &dyn StoredUnits,
         best: &mut BinaryHeap<Scored<'a>>,
     ) -> Result<(), IndexError> {
-        let mut offer = |unit: &'a Held| {
-            let candidate = Scored {
-                score: self.best(unit, query),
-                unit,
-                kind: self.kind,
-            };
+        let mut offer = |candidate: Scored<'a>| {
             if best.len() < k {
                 best.push(candidate);
             } else if best.peek().is_some_and(|worst| candidate < *worst) {
@@ -231,29 +299,61 @@ impl Block {
                 best.push(candidate);
             }
         };
-        let Some(ann) = &self.ann else {
-            self.units
-                .iter()
-                .filter(|u| filter.admits(&u.scope))
-                .for_each(offer);
-            return Ok(());
-        };
-        let unit_of = |key: u64| self.by_seq.get(&key_seq(key)).map(|&i| &self.units[i]);
-        let narrowed = filter.agent_id.is_some() || filter.run_id.is_some();
-        let keep = |key: u64| unit_of(key).is_some_and(|u| filter.admits(&u.scope));
-        // A unit has about two chunks: three times `k` chunks name enough distinct units.
-        let keys = ann.search(
-            query,
-            (3 * k).max(k + 32),
-            narrowed.then_some(&keep as &dyn Fn(u64) -> bool),
-        )?;
-        let mut seen = HashSet::new();
-        for unit in keys.into_iter().filter_map(unit_of) {
-            if seen.insert(unit.seq) && filter.admits(&unit.scope) {
-                offer(unit);
+        let ann = match &self.rows {
+            Rows::Exact(exact) => {
+                let dim = self.dim.max(1);
+                for unit in exact.units.iter().filter(|u| filter.admits(&u.scope)) {
+                    let score = unit
+                        .rows
+                        .clone()
+                        .map(|r| dot(&exact.rows[r * dim..(r + 1) * dim], query))
+                        .fold(f32::MIN, f32::max);
+                    offer(Scored {
+                        score,
+                        id: Cow::Borrowed(&unit.id),
+                        kind: self.kind,
+                    });
+                }
+                return Ok(());
             }
+            Rows::Graph { ann, .. } => ann,
+        };
+        // A unit has about two chunks: three times `k` chunks name enough distinct units. A
+        // filter narrower than the user may drop most of them: then ask for more.
+        let narrowed = filter.agent_id.is_some() || filter.run_id.is_some();
+        let mut count = (3 * k).max(k + 32);
+        loop {
+            let keys = ann.search(query, count, None)?;
+            let mut seen = HashSet::new();
+            let seqs: Vec<i64> = keys
+                .iter()
+                .map(|&key| key_seq(key))
+                .filter(|&seq| seen.insert(seq))
+                .collect();
+            let units: Vec<UnitVectors> = stored
+                .units_at(self.kind, &seqs)?
+                .into_iter()
+                .filter(|u| filter.admits(&u.scope))
+                .collect();
+            let exhausted = keys.len() < count || count >= ann.size();
+            if narrowed && units.len() < k && !exhausted {
+                count = (count * 4).min(ann.size());
+                continue;
+            }
+            for unit in units {
+                let score = unit
+                    .chunks
+                    .iter()
+                    .map(|c| dot(&c.vector, query))
+                    .fold(f32::MIN, f32::max);
+                offer(Scored {
+                    score,
+                    id: Cow::Owned(unit.id),
+                    kind: self.kind,
+                });
+            }
+            return Ok(());
         }
-        Ok(())
     }
 }
 
@@ -266,73 +366,66 @@ pub struct UserVectors {
 }
 
 impl UserVectors {
-    /// A user's units (each kind in store order) as blocks, the large ones with their graphs
-    /// (opened from `settings.dir`, or built and saved there). Built without any lock held, so a
-    /// long graph build does not stop searches of other users.
-    pub fn load(
+    /// A user's saved graphs under `model` that fit the store (`stored` holds the unit each
+    /// names last), and nothing else yet: the units after them (see [`UserVectors::through`])
+    /// are given by [`UserVectors::add`], then made searchable by [`UserVectors::ready`]. Nothing
+    /// here takes a lock: a long load or graph build does not stop searches of other users.
+    pub fn open(
         settings: &VectorSettings,
         user: &str,
         model: &str,
-        units: Vec<UnitVectors>,
-    ) -> Result<Self, IndexError> {
-        let mut held = Self::empty(model);
-        units.into_iter().for_each(|u| held.add(u));
-        held.ready(settings, user)
-    }
-
-    /// No units yet, of `model`: filled by [`UserVectors::add`] one unit at a time (so a large
-    /// user's vectors are held once, in their blocks), then made searchable by
-    /// [`UserVectors::ready`].
-    pub fn empty(model: &str) -> Self {
-        Self {
+        stored: &dyn StoredUnits,
+    ) -> Self {
+        let mut held = Self {
             blocks: Vec::new(),
             model: model.to_string(),
             last_used: AtomicU64::new(0),
+        };
+        let Some(dir) = &settings.dir else {
+            return held;
+        };
+        for kind in [UnitKind::Turn, UnitKind::Segment] {
+            let fits = |seq: i64, id: &str| stored.holds(user, kind, seq, id);
+            if let Some(ann) = Ann::open(dir, user, kind, model, fits) {
+                held.blocks.push(Block::graph(kind, ann));
+            }
         }
+        held
     }
 
-    /// Adds a unit (each kind in store order, after those held) to its block; its graph waits
-    /// for [`UserVectors::ready`].
+    /// The highest store order held of turns and of segments (0: none): the units after them
+    /// are what the store still has to give.
+    pub fn through(&self) -> (i64, i64) {
+        let last = |kind| {
+            self.blocks
+                .iter()
+                .find(|b| b.kind == kind)
+                .map_or(0, |b| b.last_seq)
+        };
+        (last(UnitKind::Turn), last(UnitKind::Segment))
+    }
+
+    /// Adds a unit (each kind in store order, after those held) to its block; it is searchable
+    /// after [`UserVectors::ready`].
     pub fn add(&mut self, unit: UnitVectors) {
         self.block_mut(unit.kind).push(unit);
     }
 
-    /// Gives the large blocks their graphs (opened from `settings.dir`, or built and saved
-    /// there). Takes no lock: a long graph build does not stop searches of other users.
+    /// Makes what was added searchable: large blocks get their graphs (built and saved, or the
+    /// opened ones caught up and saved).
     pub fn ready(mut self, settings: &VectorSettings, user: &str) -> Result<Self, IndexError> {
-        self.graphs_from(&[], settings, user)?;
+        self.sync(settings, user, true)?;
         Ok(self)
     }
 
-    /// Pushes units (each kind in store order, after those held) into their blocks, then keeps
-    /// each block's graph up with what it got.
-    fn push(
+    fn sync(
         &mut self,
         settings: &VectorSettings,
         user: &str,
-        units: Vec<UnitVectors>,
+        save: bool,
     ) -> Result<(), IndexError> {
-        // Blocks a push creates come after these, so the counts line up by position.
-        let before: Vec<usize> = self.blocks.iter().map(|b| b.units.len()).collect();
-        for u in units {
-            self.block_mut(u.kind).push(u);
-        }
-        self.graphs_from(&before, settings, user)
-    }
-
-    /// Keeps each block's graph up with its units past `before[i]` (block `i`; 0 for a block
-    /// past the end of `before`), leaving alone the blocks that got none.
-    fn graphs_from(
-        &mut self,
-        before: &[usize],
-        settings: &VectorSettings,
-        user: &str,
-    ) -> Result<(), IndexError> {
-        for (i, block) in self.blocks.iter_mut().enumerate() {
-            let from = before.get(i).copied().unwrap_or(0);
-            if from < block.units.len() {
-                block.graph_from(from, settings, user, &self.model)?;
-            }
+        for block in &mut self.blocks {
+            block.sync(settings, user, &self.model, save)?;
         }
         Ok(())
     }
@@ -341,31 +434,21 @@ impl UserVectors {
         match self.blocks.iter().position(|b| b.kind == kind) {
             Some(i) => &mut self.blocks[i],
             None => {
-                self.blocks.push(Block::new(kind));
+                self.blocks.push(Block::exact(kind));
                 let last = self.blocks.len() - 1;
                 &mut self.blocks[last]
             }
         }
     }
 
-    fn get(&self, id: &str) -> Option<(&Block, &Held)> {
+    fn get(&self, id: &str) -> Option<(&Exact, &Held, usize)> {
         self.blocks
             .iter()
-            .find_map(|b| b.get(id).map(|unit| (b, unit)))
+            .find_map(|b| b.get(id).map(|(exact, unit)| (exact, unit, b.dim)))
     }
 
-    /// Bytes held: the f32 rows and, per graph, about a row's 8-bit copy and its links.
     fn bytes(&self) -> usize {
-        self.blocks
-            .iter()
-            .map(|b| {
-                let graph = b
-                    .ann
-                    .as_ref()
-                    .map_or(0, |_| b.chunk_count() * (b.dim + 160));
-                b.rows.len() * 4 + graph
-            })
-            .sum()
+        self.blocks.iter().map(Block::bytes).sum()
     }
 }
 
@@ -426,20 +509,11 @@ impl VectorIndex {
     /// is given.
     pub fn held_through(&self, user_id: &str) -> Option<(String, i64, i64)> {
         let held = self.by_user.get(user_id)?;
-        let last = |kind| {
-            held.blocks
-                .iter()
-                .find(|b| b.kind == kind)
-                .map_or(0, Block::last_seq)
-        };
-        Some((
-            held.model.clone(),
-            last(UnitKind::Turn),
-            last(UnitKind::Segment),
-        ))
+        let (turns, segments) = held.through();
+        Some((held.model.clone(), turns, segments))
     }
 
-    /// Holds a user's vectors (see [`UserVectors::load`]), replacing what was held.
+    /// Holds a user's vectors (see [`UserVectors::open`]), replacing what was held.
     pub fn insert_user(&mut self, user_id: &str, held: UserVectors) {
         held.last_used.store(
             self.tick.fetch_add(1, AtomicOrdering::Relaxed),
@@ -449,40 +523,53 @@ impl VectorIndex {
         self.fit(user_id);
     }
 
-    /// Loads a user's units and holds them (see [`UserVectors::load`]).
+    /// Holds a user's units given whole (every one the store has, each kind in store order):
+    /// saved graphs that fit them are opened and caught up, the rest held or built as
+    /// [`UserVectors`] does.
     pub fn load_user(
         &mut self,
         user_id: &str,
         model: &str,
         units: Vec<UnitVectors>,
     ) -> Result<(), IndexError> {
-        let held = UserVectors::load(&self.settings, user_id, model, units)?;
+        let mut held = UserVectors::open(&self.settings, user_id, model, &units);
+        units.into_iter().for_each(|u| held.add(u));
+        let held = held.ready(&self.settings, user_id)?;
         self.insert_user(user_id, held);
         Ok(())
     }
 
     /// Adds a loaded user's units stored after those held (each kind in store order), graphs
-    /// included; a user not loaded is left for its load.
+    /// included; a user not loaded is left for its load. On an error the user is let go (its
+    /// next search loads it again from the store and the graphs' last saves).
     pub fn append(&mut self, user_id: &str, units: Vec<UnitVectors>) -> Result<(), IndexError> {
         let Some(held) = self.by_user.get_mut(user_id) else {
             return Ok(());
         };
-        held.push(&self.settings, user_id, units)?;
+        units.into_iter().for_each(|u| held.add(u));
+        if let Err(e) = held.sync(&self.settings, user_id, false) {
+            self.by_user.remove(user_id);
+            return Err(e);
+        }
         self.fit(user_id);
         Ok(())
     }
 
-    /// The best cosine between any chunk of unit `a` and any chunk of unit `b` (both held for
-    /// some user); 0 when either is not held. One lookup per user held, no scan of units.
+    /// The best cosine between any chunk of unit `a` and any chunk of unit `b`, both held with
+    /// their vectors (in a block without a graph: the cards of a card index); 0 when either is
+    /// not. One lookup per user held, no scan of units.
     pub fn similarity(&self, a: &str, b: &str) -> f32 {
         let find = |id: &str| self.by_user.values().find_map(|held| held.get(id));
-        let (Some((ba, a)), Some((bb, b))) = (find(a), find(b)) else {
+        let (Some((ea, a, da)), Some((eb, b, db))) = (find(a), find(b)) else {
             return 0.0;
         };
         let mut best = 0.0f32;
         for x in a.rows.clone() {
             for y in b.rows.clone() {
-                best = best.max(dot(ba.row(x), bb.row(y)));
+                best = best.max(dot(
+                    &ea.rows[x * da..(x + 1) * da],
+                    &eb.rows[y * db..(y + 1) * db],
+                ));
             }
         }
         best
@@ -503,10 +590,17 @@ impl VectorIndex {
     }
 
     /// Checks the saved graphs (see `ann::check_files`): each readable, whole, of a user
-    /// `known` admits. Returns how many were checked.
-    pub fn check_files(&self, known: &dyn Fn(&str) -> bool) -> Result<usize, IndexError> {
+    /// `known` admits, naming as its last unit (user, kind, model, store order, id) one
+    /// `holds_last` admits. Returns how many were checked.
+    pub fn check_files(
+        &self,
+        known: &dyn Fn(&str) -> bool,
+        holds_last: &dyn Fn(&str, UnitKind, &str, i64, &str) -> bool,
+    ) -> Result<usize, IndexError> {
         match &self.settings.dir {
-            Some(dir) => crate::ann::check_files(dir, known),
+            Some(dir) => {
+                crate::ann::check_files(dir, &crate::ann::GraphChecks { known, holds_last })
+            }
             None => Ok(0),
         }
     }
@@ -533,7 +627,7 @@ impl VectorIndex {
 /// id), so the heap's greatest is the worst kept.
 struct Scored<'a> {
     score: f32,
-    unit: &'a Held,
+    id: Cow<'a, str>,
     kind: UnitKind,
 }
 
@@ -542,7 +636,7 @@ impl Ord for Scored<'_> {
         other
             .score
             .total_cmp(&self.score)
-            .then_with(|| self.unit.id.cmp(&other.unit.id))
+            .then_with(|| self.id.cmp(&other.id))
     }
 }
 
@@ -563,13 +657,15 @@ impl Eq for Scored<'_> {}
 impl VectorIndex {
     /// The `k` units with the highest best-chunk cosine to `query` inside the filter, of the
     /// kinds asked. Each block of a wanted kind offers its units to one heap of the best `k`:
-    /// nothing is cloned or sorted but the `k` returned.
+    /// nothing is cloned or sorted but the `k` returned. A block searched through its graph
+    /// reads its candidates' vectors from `stored`.
     pub fn search(
         &self,
         filter: &ScopeFilter,
         query: &[f32],
         k: usize,
         kinds: &[UnitKind],
+        stored: &dyn StoredUnits,
     ) -> Result<Vec<Hit>, IndexError> {
         let Some(held) = self.by_user.get(&filter.user_id) else {
             return Ok(Vec::new());
@@ -583,13 +679,13 @@ impl VectorIndex {
         }
         let mut best: BinaryHeap<Scored<'_>> = BinaryHeap::with_capacity(k + 1);
         for block in held.blocks.iter().filter(|b| kinds.contains(&b.kind)) {
-            block.search_into(filter, query, k, &mut best)?;
+            block.search_into(filter, query, k, stored, &mut best)?;
         }
         Ok(best
             .into_sorted_vec()
             .into_iter()
             .map(|s| Hit {
-                unit: UnitId::of(s.kind, s.unit.id.clone()),
+                unit: UnitId::of(s.kind, s.id.into_owned()),
                 score: s.score,
             })
             .collect())
@@ -634,7 +730,13 @@ mod tests {
         idx.append("v", vec![unit("c", "v", &[[1.0, 0.0]])])
             .unwrap();
         let hits = idx
-            .search(&ScopeFilter::user("u"), &[0.6, 0.8], 5, &[UnitKind::Turn])
+            .search(
+                &ScopeFilter::user("u"),
+                &[0.6, 0.8],
+                5,
+                &[UnitKind::Turn],
+                &Vec::new(),
+            )
             .unwrap();
         assert_eq!(
             hits.iter().map(|h| h.unit.as_str()).collect::<Vec<_>>(),
@@ -642,9 +744,15 @@ mod tests {
         );
         assert!((hits[0].score - 0.96).abs() < 1e-6);
         assert!(
-            idx.search(&ScopeFilter::user("v"), &[1.0, 0.0], 5, &[UnitKind::Turn])
-                .unwrap()
-                .is_empty()
+            idx.search(
+                &ScopeFilter::user("v"),
+                &[1.0, 0.0],
+                5,
+                &[UnitKind::Turn],
+                &Vec::new()
+            )
+            .unwrap()
+            .is_empty()
         );
     }
 
@@ -662,7 +770,13 @@ mod tests {
         idx.load_user("u", "m", units).unwrap();
         let query = [0.8f32, 0.6];
         let everything = idx
-            .search(&ScopeFilter::user("u"), &query, 1000, &[UnitKind::Turn])
+            .search(
+                &ScopeFilter::user("u"),
+                &query,
+                1000,
+                &[UnitKind::Turn],
+                &Vec::new(),
+            )
             .unwrap();
         assert_eq!(everything.len(), 40);
         let mut sorted = everything.clone();
@@ -673,7 +787,13 @@ mod tests {
         );
         for k in [0, 1, 2, 5, 17, 39, 40] {
             let top = idx
-                .search(&ScopeFilter::user("u"), &query, k, &[UnitKind::Turn])
+                .search(
+                    &ScopeFilter::user("u"),
+                    &query,
+                    k,
+                    &[UnitKind::Turn],
+                    &Vec::new(),
+                )
                 .unwrap();
             assert_eq!(top, sorted[..k], "k = {k}");
         }
@@ -697,8 +817,14 @@ mod tests {
         load(&mut idx, "a");
         load(&mut idx, "b");
         // a is searched after b was loaded: b is now the least recent.
-        idx.search(&ScopeFilter::user("a"), &[1.0, 0.0], 1, &[UnitKind::Turn])
-            .unwrap();
+        idx.search(
+            &ScopeFilter::user("a"),
+            &[1.0, 0.0],
+            1,
+            &[UnitKind::Turn],
+            &Vec::new(),
+        )
+        .unwrap();
         load(&mut idx, "c");
         assert_eq!(idx.held_users(), 2);
         assert!(idx.has_user("a") && idx.has_user("c") && !idx.has_user("b"));

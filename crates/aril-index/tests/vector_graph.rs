@@ -1,6 +1,7 @@
-//! The vector index of a large block: candidates from its HNSW graph, rescored exactly; the graph
-//! saved in the data directory, reopened instead of rebuilt, caught up with what was stored after
-//! its save, rebuilt when its files do not describe the store, and removed on request.
+//! The vector index of a large block: candidates from its HNSW graph, rescored exactly with the
+//! vectors read from the store (here the units in hand); the graph saved in the data directory,
+//! reopened instead of rebuilt, caught up with what was stored after its save, rebuilt when its
+//! files do not describe the store, and removed on request.
 
 use std::path::Path;
 
@@ -102,8 +103,14 @@ fn files(dir: &Path, ext: &str) -> Vec<std::path::PathBuf> {
         .unwrap_or_default()
 }
 
-fn search(idx: &VectorIndex, filter: &ScopeFilter, q: &[f32], k: usize) -> Vec<(String, f32)> {
-    idx.search(filter, q, k, &[UnitKind::Turn])
+fn search(
+    idx: &VectorIndex,
+    stored: &Vec<UnitVectors>,
+    filter: &ScopeFilter,
+    q: &[f32],
+    k: usize,
+) -> Vec<(String, f32)> {
+    idx.search(filter, q, k, &[UnitKind::Turn], stored)
         .unwrap()
         .into_iter()
         .map(|h| (h.unit.as_str().to_string(), h.score))
@@ -118,7 +125,7 @@ fn a_graph_finds_what_the_exact_scan_finds_with_exact_scores() {
     let mut exact = VectorIndex::default();
     exact.load_user("u", "m", all.clone()).unwrap();
     let mut approx = VectorIndex::new(graph(dir.path()));
-    approx.load_user("u", "m", all).unwrap();
+    approx.load_user("u", "m", all.clone()).unwrap();
     assert_eq!(files(dir.path(), "usearch").len(), 1, "the graph is saved");
 
     let (mut found, mut wanted) = (0, 0);
@@ -131,12 +138,12 @@ fn a_graph_finds_what_the_exact_scan_finds_with_exact_scores() {
     ] {
         for _ in 0..40 {
             let q = vectors.near_a_centre();
-            let truth = search(&exact, &filter, &q, 10);
-            let got = search(&approx, &filter, &q, 10);
+            let truth = search(&exact, &all, &filter, &q, 10);
+            let got = search(&approx, &all, &filter, &q, 10);
             assert_eq!(got.len(), 10);
             for (id, score) in &got {
                 // Whatever the graph proposes is scored exactly, and only units the filter admits.
-                let exact_score = search(&exact, &filter, &q, 3_000)
+                let exact_score = search(&exact, &all, &filter, &q, 3_000)
                     .into_iter()
                     .find(|(i, _)| i == id)
                     .map(|(_, s)| s);
@@ -156,63 +163,78 @@ fn a_saved_graph_is_reopened_caught_up_and_rebuilt_only_when_it_does_not_fit() {
     let mut vectors = Vectors::new();
     let first = units(&mut vectors, 1, 1_000);
     let q = vectors.random_unit();
+    let user = ScopeFilter::user("u");
     let mut idx = VectorIndex::new(graph(dir.path()));
     idx.load_user("u", "m", first.clone()).unwrap();
     let graph_file = files(dir.path(), "usearch").pop().unwrap();
     let saved_at = std::fs::metadata(&graph_file).unwrap().modified().unwrap();
-    let before = search(&idx, &ScopeFilter::user("u"), &q, 10);
+    let before = search(&idx, &first, &user, &q, 10);
 
-    // A few units more: held and searched at once, too few to save the graph again.
+    // A few units more: searched at once, too few to save the graph again.
     let mut needle = unit(5_000, &Scope::user("u").unwrap(), vec![q.clone()]);
     needle.id = "needle".into();
-    idx.append("u", vec![needle.clone()]).unwrap();
-    assert_eq!(search(&idx, &ScopeFilter::user("u"), &q, 1)[0].0, "needle");
+    let mut store = first.clone();
+    store.push(needle.clone());
+    idx.append("u", vec![needle]).unwrap();
+    assert_eq!(search(&idx, &store, &user, &q, 1)[0].0, "needle");
     assert_eq!(idx.held_through("u"), Some(("m".to_string(), 5_000, 0)));
     assert_eq!(
         std::fs::metadata(&graph_file).unwrap().modified().unwrap(),
         saved_at
     );
 
-    // Reopened over what the graph was saved with: taken as it is, not written again.
+    // Reopened over the store it was saved from: taken as it is, not written again.
     let mut same = VectorIndex::new(graph(dir.path()));
     same.load_user("u", "m", first.clone()).unwrap();
-    assert_eq!(search(&same, &ScopeFilter::user("u"), &q, 10), before);
+    assert_eq!(search(&same, &first, &user, &q, 10), before);
     assert_eq!(
         std::fs::metadata(&graph_file).unwrap().modified().unwrap(),
         saved_at
     );
 
-    // Reopened over the store with the needle: the saved graph is caught up with it.
-    let mut store = first.clone();
-    store.push(needle);
+    // Reopened over the store with the needle: the saved graph is caught up with it (and saved).
     let mut reopened = VectorIndex::new(graph(dir.path()));
     reopened.load_user("u", "m", store.clone()).unwrap();
-    assert_eq!(
-        search(&reopened, &ScopeFilter::user("u"), &q, 1)[0].0,
-        "needle"
-    );
+    assert_eq!(search(&reopened, &store, &user, &q, 1)[0].0, "needle");
+    let caught_up_at = std::fs::metadata(&graph_file).unwrap().modified().unwrap();
+    assert_ne!(caught_up_at, saved_at);
 
-    // A store that lost units (or a graph of another model) does not fit: rebuilt, same answers.
-    let mut fewer = VectorIndex::new(graph(dir.path()));
-    fewer.load_user("u", "m", first[1..].to_vec()).unwrap();
+    // A store without the unit the graph names last (an older copy of the store), one holding
+    // another unit at that place, or a graph of another model: rebuilt, the same answers.
+    let overlap = |got: Vec<(String, f32)>| got.iter().filter(|h| before.contains(h)).count();
+    let mut older = VectorIndex::new(graph(dir.path()));
+    older.load_user("u", "m", first.clone()).unwrap();
+    assert_eq!(search(&older, &first, &user, &q, 1)[0].0, before[0].0);
+    assert!(
+        search(&older, &first, &user, &q, 10)
+            .iter()
+            .all(|h| h.0 != "needle"),
+        "nothing of the graph that held the needle is kept"
+    );
+    let renamed: Vec<UnitVectors> = first
+        .iter()
+        .cloned()
+        .map(|mut u| {
+            u.id = format!("other{}", u.seq);
+            u
+        })
+        .collect();
+    let mut other_store = VectorIndex::new(graph(dir.path()));
+    other_store.load_user("u", "m", renamed.clone()).unwrap();
+    let found = search(&other_store, &renamed, &user, &q, 10);
+    assert!(found.iter().all(|h| h.0.starts_with("other")), "{found:?}");
     let mut other_model = VectorIndex::new(graph(dir.path()));
     other_model.load_user("u", "m2", first.clone()).unwrap();
-    assert_ne!(
-        std::fs::metadata(&graph_file).unwrap().modified().unwrap(),
-        saved_at,
-        "rebuilt and saved again"
-    );
-    let overlap = |got: Vec<(String, f32)>| got.iter().filter(|h| before.contains(h)).count();
     // A graph is approximate and built in parallel: another build may differ at the margin.
-    assert!(overlap(search(&other_model, &ScopeFilter::user("u"), &q, 10)) >= 8);
+    assert!(overlap(search(&other_model, &first, &user, &q, 10)) >= 8);
 
     // A save cut short (a graph written, no meta) is rebuilt too.
     for meta in files(dir.path(), "json") {
         std::fs::remove_file(meta).unwrap();
     }
     let mut cut = VectorIndex::new(graph(dir.path()));
-    cut.load_user("u", "m", first).unwrap();
-    assert!(overlap(search(&cut, &ScopeFilter::user("u"), &q, 10)) >= 8);
+    cut.load_user("u", "m", first.clone()).unwrap();
+    assert!(overlap(search(&cut, &first, &user, &q, 10)) >= 8);
     assert_eq!(files(dir.path(), "json").len(), 1);
 }
 
@@ -232,15 +254,32 @@ fn removing_a_users_files_leaves_nothing_of_them_and_others_untouched() {
         .collect();
     idx.load_user("v", "m", other).unwrap();
     assert_eq!(files(dir.path(), "usearch").len(), 2);
-    assert_eq!(idx.check_files(&|_| true).unwrap(), 2);
+    assert_eq!(
+        idx.check_files(&|_| true, &|_, _, _, _, _| true).unwrap(),
+        2
+    );
     // A graph of a user the store no longer holds is an error for `aril check`.
-    let err = idx.check_files(&|user| user == "v").unwrap_err();
+    let err = idx
+        .check_files(&|user| user == "v", &|_, _, _, _, _| true)
+        .unwrap_err();
     assert!(
         err.to_string().contains("whom the store does not hold"),
         "{err}"
     );
+    // So is a graph naming as its last unit one the store does not hold (another store's).
+    let err = idx
+        .check_files(&|_| true, &|user, _, _, _, _| user == "v")
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("another copy of the store"),
+        "{err}"
+    );
     idx.remove_files("u").unwrap();
-    assert_eq!(idx.check_files(&|user| user == "v").unwrap(), 1);
+    assert_eq!(
+        idx.check_files(&|user| user == "v", &|_, _, _, _, _| true)
+            .unwrap(),
+        1
+    );
     let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
     assert_eq!(left.len(), 2, "v's graph and meta stay");
     assert!(
@@ -256,17 +295,17 @@ fn removing_a_users_files_leaves_nothing_of_them_and_others_untouched() {
 fn more_searches_at_once_than_the_graph_has_contexts_all_answer() {
     let dir = tempfile::tempdir().unwrap();
     let mut vectors = Vectors::new();
+    let all = units(&mut vectors, 1, 4_000);
     let mut idx = VectorIndex::new(graph(dir.path()));
-    idx.load_user("u", "m", units(&mut vectors, 1, 4_000))
-        .unwrap();
+    idx.load_user("u", "m", all.clone()).unwrap();
     let queries: Vec<Vec<f32>> = (0..16).map(|_| vectors.near_a_centre()).collect();
-    let idx = &idx;
+    let (idx, all) = (&idx, &all);
     std::thread::scope(|s| {
         for q in &queries {
             // Deep searches (600 candidates each) overlap on every core.
             s.spawn(move || {
                 for _ in 0..30 {
-                    assert_eq!(search(idx, &ScopeFilter::user("u"), q, 200).len(), 200);
+                    assert_eq!(search(idx, all, &ScopeFilter::user("u"), q, 200).len(), 200);
                 }
             });
         }

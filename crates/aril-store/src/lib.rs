@@ -283,6 +283,15 @@ pub struct DeleteReport {
     pub embeddings: u64,
 }
 
+/// The table holding the units of `kind` that have vectors by store order (turns, segments).
+pub(crate) fn vector_table(kind: UnitKind) -> Option<&'static str> {
+    match kind {
+        UnitKind::Turn => Some("turns"),
+        UnitKind::Segment => Some("segments"),
+        UnitKind::Card | UnitKind::Window => None,
+    }
+}
+
 /// The segments among `segs` (id, store order) as index units: each rendered from its turns.
 /// What both backends' [`Store::units_after`] does once it has the new segments' ids.
 pub(crate) fn segment_units(
@@ -504,6 +513,15 @@ pub trait Store: Send + Sync {
         })?;
         Ok(out)
     }
+    /// The chunk vectors, under `model`, of the units of `kind` (turns or segments) with these
+    /// store orders, in no particular order: what a vector graph's candidates are rescored with.
+    /// An order with no such unit, or one without vectors under `model`, is left out.
+    fn unit_vectors_at(
+        &self,
+        model: &str,
+        kind: UnitKind,
+        seqs: &[i64],
+    ) -> Result<Vec<UnitVectors>, StoreError>;
     /// Units with a store order above the given ones (turns, segments), for index catch-up.
     fn units_after(&self, turn_seq: i64, segment_seq: i64) -> Result<Vec<UnitText>, StoreError>;
     /// Removes everything of the scopes a filter admits: turns, segments, open segments, and cached

@@ -620,10 +620,15 @@ impl Store for SqliteStore {
             (UnitKind::Turn, "turns", turn_after),
             (UnitKind::Segment, "segments", segment_after),
         ] {
+            // From the start, the user's rows through the scope index; past a store order (a
+            // catch-up: what the last commits stored), the rows after it in store order, so the
+            // cost is what is new, not everything the user holds (`+` keeps SQLite off the scope
+            // index, CROSS JOIN keeps the units first).
+            let user = if after > 0 { "+u.user_id" } else { "u.user_id" };
             let mut stmt = conn.prepare(&format!(
                 "SELECT u.id, u.user_id, u.agent_id, u.run_id, e.chunks, u.seq FROM {table} u \
-                 JOIN embeddings e ON e.model = ?1 AND e.text_hash = u.text_hash \
-                 WHERE u.user_id = ?2 AND u.seq > ?3 ORDER BY u.seq"
+                 CROSS JOIN embeddings e ON e.model = ?1 AND e.text_hash = u.text_hash \
+                 WHERE {user} = ?2 AND u.seq > ?3 ORDER BY u.seq"
             ))?;
             let mut rows = stmt.query(params![model, user_id, after])?;
             while let Some(r) = rows.next()? {
@@ -637,6 +642,41 @@ impl Store for SqliteStore {
             }
         }
         Ok(())
+    }
+
+    fn unit_vectors_at(
+        &self,
+        model: &str,
+        kind: UnitKind,
+        seqs: &[i64],
+    ) -> Result<Vec<UnitVectors>, StoreError> {
+        let Some(table) = crate::vector_table(kind) else {
+            return Ok(Vec::new());
+        };
+        let conn = self.conn()?;
+        let mut out = Vec::with_capacity(seqs.len());
+        for chunk in seqs.chunks(IN_CHUNK) {
+            let marks = vec!["?"; chunk.len()].join(",");
+            // Units first (each a primary-key lookup), then each one's cache entry.
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT u.id, u.user_id, u.agent_id, u.run_id, e.chunks, u.seq FROM {table} u \
+                 CROSS JOIN embeddings e ON e.model = ?1 AND e.text_hash = u.text_hash \
+                 WHERE u.seq IN ({marks})"
+            ))?;
+            let args = std::iter::once(rusqlite::types::Value::from(model.to_string()))
+                .chain(chunk.iter().map(|&s| rusqlite::types::Value::from(s)));
+            let mut rows = stmt.query(params_from_iter(args))?;
+            while let Some(r) = rows.next()? {
+                out.push(UnitVectors {
+                    kind,
+                    id: r.get(0)?,
+                    seq: r.get(5)?,
+                    scope: scope_from_row(r, 1)?,
+                    chunks: codec::decode(r.get_ref(4)?.as_blob().map_err(rusqlite::Error::from)?)?,
+                });
+            }
+        }
+        Ok(out)
     }
 
     fn units_after(&self, turn_seq: i64, segment_seq: i64) -> Result<Vec<UnitText>, StoreError> {

@@ -200,6 +200,32 @@ fn delete_takes_one_scope_and_its_unshared_vectors(place: &Place) {
         .unwrap();
     assert_eq!(past.len(), held.len() - 2);
     assert!(past.iter().all(|u| held.contains(u)));
+    // By store order, as a graph's candidates are rescored: the units asked for, whatever else
+    // is asked (an order nobody holds, a deleted user's), under the model asked.
+    let turns: Vec<&aril_store::UnitVectors> =
+        held.iter().filter(|u| u.kind == UnitKind::Turn).collect();
+    let mut at = store
+        .unit_vectors_at(
+            "m",
+            UnitKind::Turn,
+            &[turns[2].seq, turns[0].seq, 1_000_000, 1],
+        )
+        .unwrap();
+    at.sort_by_key(|u| u.seq);
+    assert_eq!(at, vec![turns[0].clone(), turns[2].clone()]);
+    let seg = held.iter().find(|u| u.kind == UnitKind::Segment).unwrap();
+    assert_eq!(
+        store
+            .unit_vectors_at("m", UnitKind::Segment, &[seg.seq])
+            .unwrap(),
+        vec![seg.clone()]
+    );
+    assert!(
+        store
+            .unit_vectors_at("other model", UnitKind::Turn, &[turns[0].seq])
+            .unwrap()
+            .is_empty()
+    );
     store.check_integrity().unwrap();
     assert!(matches!(
         store.delete(&ScopeFilter::user("nobody")),

@@ -616,6 +616,36 @@ impl Store for PgStore {
         Ok(())
     }
 
+    fn unit_vectors_at(
+        &self,
+        model: &str,
+        kind: UnitKind,
+        seqs: &[i64],
+    ) -> Result<Vec<UnitVectors>, StoreError> {
+        let Some(table) = crate::vector_table(kind) else {
+            return Ok(Vec::new());
+        };
+        let rows = self.conn()?.query(
+            &format!(
+                "SELECT u.id, u.user_id, u.agent_id, u.run_id, e.chunks, u.seq FROM {table} u \
+                 JOIN embeddings e ON e.model = $1 AND e.text_hash = u.text_hash \
+                 WHERE u.seq = ANY($2)"
+            ),
+            &[&model, &seqs],
+        )?;
+        rows.iter()
+            .map(|r| {
+                Ok(UnitVectors {
+                    kind,
+                    id: r.try_get(0)?,
+                    seq: r.try_get(5)?,
+                    scope: scope_at(r, 1)?,
+                    chunks: codec::decode(r.try_get(4)?)?,
+                })
+            })
+            .collect()
+    }
+
     fn units_after(&self, turn_seq: i64, segment_seq: i64) -> Result<Vec<UnitText>, StoreError> {
         let mut out = Vec::new();
         let rows = self.conn()?.query(
