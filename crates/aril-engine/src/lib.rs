@@ -422,7 +422,13 @@ impl Engine {
     /// the embedding cache. An unknown scope is an error and changes nothing.
     pub fn delete(&mut self, filter: &ScopeFilter) -> Result<DeleteReport, EngineError> {
         self.search.deleting(&filter.user_id)?;
-        let report = self.store.delete(filter)?;
+        let report = match self.store.delete(filter) {
+            Ok(report) => report,
+            Err(e) => {
+                self.search.deletion_refused()?;
+                return Err(e.into());
+            }
+        };
         self.search.deleted_scope(filter)?;
         self.drop_card_index(&filter.user_id);
         Ok(report)

@@ -212,13 +212,20 @@ impl Engine {
         for user in &users {
             self.search.deleting(user)?;
         }
-        let report = self.store.delete_turns(TurnDeletion {
+        let deletion = self.store.delete_turns(TurnDeletion {
             turns: versions.clone(),
             segments: holding.iter().map(|s| s.id.clone()).collect(),
             replacements,
             embeddings,
             open_segments,
-        })?;
+        });
+        let report = match deletion {
+            Ok(report) => report,
+            Err(e) => {
+                self.search.deletion_refused()?;
+                return Err(e.into());
+            }
+        };
         let gone: Vec<UnitId> = versions
             .iter()
             .cloned()

@@ -954,6 +954,44 @@ fn a_large_scope_is_searched_through_a_saved_graph_that_writes_keep_up_and_delet
     assert!(texts(&r).contains("marathon"), "{}", texts(&r));
 }
 
+/// A crash after the store deleted a user and before the lexical index did: the mark the
+/// deletion left makes the next open count the two and rebuild the index, so the deleted words
+/// are neither found nor kept. A deletion the store refuses leaves the index as it was.
+#[test]
+fn a_deletion_cut_short_between_the_store_and_the_lexical_index_is_repaired_on_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let open = || Engine::open_with_embedder(dir.path(), Config::default(), embedder()).unwrap();
+    let mut engine = open();
+    ingest(&mut engine, conversation("u"), true);
+    ingest(&mut engine, conversation("v"), true);
+    let before = engine.stats().unwrap().lexical_units;
+    assert!(engine.delete(&ScopeFilter::user("nobody")).is_err());
+    drop(engine);
+    assert!(
+        !dir.path().join("lexical.deleting").exists(),
+        "a refused deletion leaves no mark"
+    );
+    assert_eq!(open().stats().unwrap().lexical_units, before);
+
+    // What `delete` does up to the store's commit, then the process dies.
+    std::fs::write(dir.path().join("lexical.deleting"), b"").unwrap();
+    let mut store = aril_store::SqliteStore::open(&dir.path().join("store.sqlite")).unwrap();
+    aril_store::Store::delete(&mut store, &ScopeFilter::user("u")).unwrap();
+    drop(store);
+
+    let mut engine = open();
+    let stats = engine.stats().unwrap();
+    assert_eq!(
+        stats.lexical_units,
+        2 * stats.store.turns + stats.store.segments,
+        "rebuilt from what the store holds"
+    );
+    assert!(stats.lexical_units < before);
+    assert!(!dir.path().join("lexical.deleting").exists());
+    assert!(search(&mut engine, "u", "marathon", 5).results.is_empty());
+    assert!(!search(&mut engine, "v", "marathon", 5).results.is_empty());
+}
+
 #[test]
 fn cancel_stops_between_batches_and_keeps_whole_batches() {
     let dir = tempfile::tempdir().unwrap();

@@ -49,7 +49,8 @@ pub(crate) struct AnnMeta {
     /// Every chunk of the units up to this store order is in the graph, none after it.
     last_seq: i64,
     /// The id of the unit at `last_seq`: a store that holds another unit there (or none) is
-    /// not the one the graph was built from.
+    /// not the one the graph was built from. (Absent from format 1, which is rebuilt.)
+    #[serde(default)]
     last_id: String,
     /// Chunks in the graph.
     size: usize,
@@ -169,15 +170,15 @@ impl Ann {
         })
     }
 
-    /// The saved graph of `user`'s units of `kind` under `model`, if a complete one is there and
-    /// `fits` says the store holds the unit it names last (store order and id). Anything else —
-    /// no file, another model or format, a file cut short, another store — is `None`: the caller
-    /// builds the graph from the store.
+    /// The saved graph of `user`'s units of `kind` under `model`, if a complete one of at least
+    /// `min_size` chunks is there and `fits` says the store holds the unit it names last (store
+    /// order and id). Anything else — no file, another model or format, a file cut short,
+    /// another store, a graph smaller than graphs are now wanted — is `None`: the caller
+    /// reads the units from the store (and builds a graph if they are enough).
     pub(crate) fn open(
         dir: &Path,
-        user: &str,
-        kind: UnitKind,
-        model: &str,
+        (user, kind, model): (&str, UnitKind, &str),
+        min_size: usize,
         fits: impl FnOnce(i64, &str) -> bool,
     ) -> Option<Self> {
         let stem = stem(dir, user, kind);
@@ -189,6 +190,9 @@ impl Ann {
         };
         let graph = stem.with_extension("usearch");
         let bytes = fs::metadata(&graph).ok()?.len();
+        if meta.size < min_size {
+            return None;
+        }
         let fits = meta.format == FORMAT
             && meta.owner.user == user
             && meta.owner.kind == kind

@@ -20,20 +20,25 @@ pub struct EmbeddedIndex {
 }
 
 impl EmbeddedIndex {
-    /// The indexes over `store`, brought up to it: a lexical index holding more units than the
-    /// store (a deletion interrupted between the two) is rebuilt, then caught up with the units
-    /// committed after its watermark (a crash between the store's commit and the index's loses
-    /// nothing).
+    /// The indexes over `store`, brought up to it, then caught up with the units committed
+    /// after the lexical index's watermark (a crash between the store's commit and the index's
+    /// loses nothing). Only when a deletion was marked and not cleared (interrupted between the
+    /// store and the index, or refused by the store) are the two counted against each other:
+    /// an index holding more units than the store is rebuilt. An ordinary open reads nothing
+    /// in proportion to the memory.
     pub fn open(
         mut lexical: LexicalIndex,
         settings: VectorSettings,
         store: &dyn Store,
     ) -> Result<Self, IndexError> {
-        let stats = store.stats()?;
-        // Each turn is indexed twice (itself and its window), each segment once.
-        if lexical.len() > 2 * stats.turns + stats.segments {
-            tracing::warn!("lexical index holds units the store lacks; rebuilding it");
-            lexical.clear()?;
+        if lexical.deletion_marked() {
+            let stats = store.stats()?;
+            // Each turn is indexed twice (itself and its window), each segment once.
+            if lexical.len() > 2 * stats.turns + stats.segments {
+                tracing::warn!("lexical index holds units the store lacks; rebuilding it");
+                lexical.clear()?;
+            }
+            lexical.clear_deletion_mark()?;
         }
         let mut index = Self {
             lexical,
@@ -158,17 +163,24 @@ impl UnitSearch for EmbeddedIndex {
         self.catch_up_lexical(store)
     }
 
+    /// Removes the user's graph files and marks the lexical index (cleared once the deletion
+    /// is applied to it; found at open after a crash in between).
     fn deleting(&self, user_id: &str) -> Result<(), IndexError> {
         self.vectors
             .read()
             .unwrap_or_else(PoisonError::into_inner)
-            .remove_files(user_id)
+            .remove_files(user_id)?;
+        self.lexical.mark_deleting()
+    }
+
+    fn deletion_refused(&self) -> Result<(), IndexError> {
+        self.lexical.clear_deletion_mark()
     }
 
     fn deleted_scope(&mut self, filter: &ScopeFilter) -> Result<(), IndexError> {
         self.lexical.delete(filter)?;
         self.vectors_mut().evict(&filter.user_id);
-        Ok(())
+        self.lexical.clear_deletion_mark()
     }
 
     fn deleted_units(
@@ -187,13 +199,14 @@ impl UnitSearch for EmbeddedIndex {
         for user in users {
             self.vectors_mut().evict(user);
         }
-        Ok(())
+        self.lexical.clear_deletion_mark()
     }
 
     fn rebuild(&mut self, store: &dyn Store) -> Result<(), IndexError> {
         self.vectors_mut().clear()?;
         self.lexical.clear()?;
-        self.catch_up_lexical(store)
+        self.catch_up_lexical(store)?;
+        self.lexical.clear_deletion_mark()
     }
 
     /// The saved vector graphs: each whole, none of a user the store does not hold, each naming

@@ -2,7 +2,7 @@
 //! store order indexed (the [`Watermark`]), so after a crash the engine re-adds only what the
 //! store has beyond it.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use aril_core::{Role, ScopeFilter};
 use aril_core::{UnitId, UnitKind};
@@ -54,6 +54,9 @@ pub struct LexicalIndex {
     query_analyzer: TextAnalyzer,
     /// The documents of recently searched scopes, whose BM25 statistics a search uses.
     scopes: ScopeCache,
+    /// Where a deletion announced and not yet applied here is marked (beside the index
+    /// directory; `None` for an index in memory).
+    deletion_mark: Option<PathBuf>,
 }
 
 const WRITER_MEMORY: usize = 50_000_000;
@@ -205,15 +208,17 @@ impl LexicalIndex {
         };
         let directory = open_directory()?;
         let (schema, fields) = Self::schema();
+        let mark = Some(dir.with_extension("deleting"));
         if !Index::exists(&directory).map_err(|e| open_err(e.to_string()))? {
             return Self::with_index(
                 Index::create(directory, schema, Default::default())?,
                 fields,
+                mark,
             );
         }
         let index = Index::open(directory)?;
         if index.schema() == schema {
-            return Self::with_index(index, fields);
+            return Self::with_index(index, fields, mark);
         }
         // Derived data: an index of an older layout is dropped, and the engine, finding no
         // watermark, builds it again from the store.
@@ -226,16 +231,21 @@ impl LexicalIndex {
         Self::with_index(
             Index::create(open_directory()?, schema, Default::default())?,
             fields,
+            mark,
         )
     }
 
     /// An index held in memory only, for units derived on demand (a user's cards).
     pub fn in_memory() -> Result<Self, IndexError> {
         let (schema, fields) = Self::schema();
-        Self::with_index(Index::create_in_ram(schema), fields)
+        Self::with_index(Index::create_in_ram(schema), fields, None)
     }
 
-    fn with_index(index: Index, fields: Fields) -> Result<Self, IndexError> {
+    fn with_index(
+        index: Index,
+        fields: Fields,
+        deletion_mark: Option<PathBuf>,
+    ) -> Result<Self, IndexError> {
         let writer = index.writer_with_num_threads(1, WRITER_MEMORY)?;
         let reader = index
             .reader_builder()
@@ -256,7 +266,49 @@ impl LexicalIndex {
             fields,
             query_analyzer,
             scopes: ScopeCache::default(),
+            deletion_mark,
         })
+    }
+
+    /// Marks that a deletion is about to reach the store and is not yet applied here (written
+    /// durably, before the store deletes): an index opened with the mark still there may hold
+    /// units the store no longer has.
+    pub fn mark_deleting(&self) -> Result<(), IndexError> {
+        let Some(mark) = &self.deletion_mark else {
+            return Ok(());
+        };
+        let io = |e: std::io::Error| IndexError::Open {
+            path: mark.display().to_string(),
+            reason: format!("writing the deletion mark: {e}"),
+        };
+        std::fs::File::create(mark)
+            .and_then(|f| f.sync_all())
+            .map_err(io)?;
+        if let Some(parent) = mark.parent() {
+            std::fs::File::open(parent)
+                .and_then(|d| d.sync_all())
+                .map_err(io)?;
+        }
+        Ok(())
+    }
+
+    /// Whether a deletion was marked and not cleared: one interrupted, or one the store refused.
+    pub fn deletion_marked(&self) -> bool {
+        self.deletion_mark.as_ref().is_some_and(|m| m.exists())
+    }
+
+    /// Clears the mark: the deletion is applied here too (or did not happen).
+    pub fn clear_deletion_mark(&self) -> Result<(), IndexError> {
+        match &self.deletion_mark {
+            Some(mark) => match std::fs::remove_file(mark) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(IndexError::Open {
+                    path: mark.display().to_string(),
+                    reason: format!("removing the deletion mark: {e}"),
+                }),
+                _ => Ok(()),
+            },
+            None => Ok(()),
+        }
     }
 
     fn schema() -> (Schema, Fields) {

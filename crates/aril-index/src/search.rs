@@ -56,6 +56,12 @@ pub trait UnitSearch: Send + Sync {
     /// crash may keep their vectors (files are removed now; rebuilt from what is left).
     fn deleting(&self, user_id: &str) -> Result<(), IndexError>;
 
+    /// After the store refused a deletion announced by [`UnitSearch::deleting`] (its
+    /// transaction rolled back): nothing derived needs repair.
+    fn deletion_refused(&self) -> Result<(), IndexError> {
+        Ok(())
+    }
+
     /// After the store deleted everything `filter` admits.
     fn deleted_scope(&mut self, filter: &ScopeFilter) -> Result<(), IndexError>;
 

@@ -386,7 +386,8 @@ impl UserVectors {
         };
         for kind in [UnitKind::Turn, UnitKind::Segment] {
             let fits = |seq: i64, id: &str| stored.holds(user, kind, seq, id);
-            if let Some(ann) = Ann::open(dir, user, kind, model, fits) {
+            let min_size = settings.ann_min_chunks;
+            if let Some(ann) = Ann::open(dir, (user, kind, model), min_size, fits) {
                 held.blocks.push(Block::graph(kind, ann));
             }
         }
