@@ -34,7 +34,10 @@ pub fn run(mut engine: Engine, cmd: &AddCmd) -> anyhow::Result<()> {
     let cancel = AtomicBool::new(false);
     let report = engine.ingest(
         turns,
-        &IngestOptions { flush: cmd.flush },
+        &IngestOptions {
+            flush: cmd.flush,
+            ..Default::default()
+        },
         &mut |_| {},
         &cancel,
     )?;

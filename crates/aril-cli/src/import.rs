@@ -40,7 +40,10 @@ pub fn ingest_with_progress(
     let bar = progress::turns_bar(label);
     let report = engine.ingest(
         turns,
-        &IngestOptions { flush: true },
+        &IngestOptions {
+            flush: true,
+            ..Default::default()
+        },
         &mut |p| progress::update(&bar, p),
         &cancel,
     )?;

@@ -57,7 +57,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let start = Instant::now();
     let report = engine.ingest(
         turns,
-        &IngestOptions { flush: true },
+        &IngestOptions {
+            flush: true,
+            ..Default::default()
+        },
         &mut |_| {},
         &AtomicBool::new(false),
     )?;

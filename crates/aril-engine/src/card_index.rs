@@ -217,7 +217,7 @@ impl Engine {
         let lexical = match self.search.indexes_cards() {
             true => None,
             false => {
-                let mut lexical = LexicalIndex::in_memory()?;
+                let lexical = LexicalIndex::in_memory()?;
                 let units: Vec<UnitText> = cards
                     .iter()
                     .zip(0..)

@@ -30,6 +30,11 @@ pub struct IngestOptions {
     /// Close each conversation's open segment when the input ends (a finished import). Streaming
     /// callers leave it false so the next turns can continue the segment.
     pub flush: bool,
+    /// Leave the search indexes to the caller's [`Engine::index_committed`]: the turns are
+    /// stored (durably) when the ingest returns and searchable once that is called. A server
+    /// calls it after giving up its exclusive hold on the engine, so searches do not wait for
+    /// the indexing. Otherwise each batch is indexed as it commits.
+    pub index_later: bool,
 }
 
 /// Where an ingest stands, for progress bars.
@@ -211,6 +216,9 @@ impl Engine {
                 report.turns_skipped += step.turns_skipped;
                 report.segments_closed += step.segments_closed;
                 report.embedded_texts += step.embedded_texts;
+                if !options.index_later {
+                    self.index_committed(&[&scope.user_id])?;
+                }
                 done += chunk.len();
                 progress(Progress { done, total });
             }
@@ -219,9 +227,28 @@ impl Engine {
             // Conversations with nothing new may still hold an open segment from earlier streaming;
             // the others were flushed with their last batch, so this finds them empty.
             report.segments_closed += self.flush_open_segments(&touched)?;
+            if !options.index_later {
+                let users: Vec<&str> = touched.iter().map(|(s, _)| s.user_id.as_str()).collect();
+                self.index_committed(&users)?;
+            }
         }
         report.elapsed_s = started.elapsed().as_secs_f64();
         Ok(report)
+    }
+
+    /// Makes what the store holds for these users searchable (the lexical index caught up with
+    /// every commit, the users' held vectors with theirs): after an ingest with
+    /// [`IngestOptions::index_later`], beside searches.
+    pub fn index_committed(&self, users: &[&str]) -> Result<(), EngineError> {
+        let started = Instant::now();
+        for user in users {
+            self.search.committed(&*self.store, user)?;
+        }
+        tracing::debug!(
+            indexing_ms = started.elapsed().as_secs_f64() * 1e3,
+            "commits indexed"
+        );
+        Ok(())
     }
 
     /// [`Engine::ingest_batch`], again from what the store holds when another writer advanced the
@@ -307,6 +334,7 @@ impl Engine {
         prepared: &[Embedding],
     ) -> Result<IngestReport, EngineError> {
         let now = Utc::now();
+        let started = Instant::now();
         let rendered: Vec<String> = chunk.iter().map(|(_, t)| t.rendered()).collect();
         let dense_texts: Vec<String> = chunk
             .iter()
@@ -370,9 +398,15 @@ impl Engine {
             embeddings: fresh,
             revisions,
         };
+        let storing = Instant::now();
         let committed = self.store.commit(batch)?;
         open.version += 1;
-        self.search.committed(&*self.store, &scope.user_id)?;
+        tracing::debug!(
+            turns = chunk.len(),
+            preparing_ms = (storing - started).as_secs_f64() * 1e3,
+            storing_ms = storing.elapsed().as_secs_f64() * 1e3,
+            "batch stored"
+        );
         Ok(IngestReport {
             turns_added: committed.turns_added,
             turns_skipped: committed.turns_skipped,

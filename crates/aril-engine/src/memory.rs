@@ -140,6 +140,7 @@ impl Engine {
             vec![revision],
             &[],
         )?;
+        self.index_committed(&[&scope.user_id])?;
         self.store
             .turns(std::slice::from_ref(&new_id))?
             .into_iter()

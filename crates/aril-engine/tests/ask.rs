@@ -73,7 +73,10 @@ fn engine_with_dog_card(place: &Place, dog_kind: &str, dog_cites: &str) -> (Engi
     engine
         .ingest(
             turns("u"),
-            &IngestOptions { flush: true },
+            &IngestOptions {
+                flush: true,
+                ..Default::default()
+            },
             &mut |_| {},
             &AtomicBool::new(false),
         )

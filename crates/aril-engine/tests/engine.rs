@@ -82,7 +82,10 @@ fn ingest(engine: &mut Engine, turns: Vec<NewTurn>, flush: bool) -> IngestReport
     engine
         .ingest(
             turns,
-            &IngestOptions { flush },
+            &IngestOptions {
+                flush,
+                ..Default::default()
+            },
             &mut |_| {},
             &AtomicBool::new(false),
         )
@@ -159,7 +162,10 @@ fn a_write_embedded_ahead_by_a_reader_runs_no_model_when_it_commits(place: &Plac
         .ingest_prepared(
             turns.clone(),
             &prepared,
-            &IngestOptions { flush: true },
+            &IngestOptions {
+                flush: true,
+                ..Default::default()
+            },
             &mut |_| {},
             &AtomicBool::new(false),
         )
@@ -851,7 +857,10 @@ fn invalid_input_changes_nothing(place: &Place) {
     let err = engine
         .ingest(
             turns,
-            &IngestOptions { flush: true },
+            &IngestOptions {
+                flush: true,
+                ..Default::default()
+            },
             &mut |_| {},
             &AtomicBool::new(false),
         )
@@ -992,6 +1001,47 @@ fn a_deletion_cut_short_between_the_store_and_the_lexical_index_is_repaired_on_o
     assert!(!search(&mut engine, "v", "marathon", 5).results.is_empty());
 }
 
+/// An ingest that leaves indexing to its caller (a server, which indexes beside searches)
+/// stores the turns at once and makes them searchable only when told: by both lists, for a
+/// user whose vectors were already held.
+#[test]
+fn turns_ingested_for_later_indexing_are_stored_at_once_and_found_once_indexed() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut engine = Engine::open_with_embedder(dir.path(), Config::default(), embedder()).unwrap();
+    let turns = conversation("u");
+    let (dog, run) = turns.split_at(4);
+    ingest(&mut engine, dog.to_vec(), false);
+    assert!(!texts(&search(&mut engine, "u", "beagle", 5)).is_empty());
+    let lexical = engine.stats().unwrap().lexical_units;
+    let report = engine
+        .ingest(
+            run.to_vec(),
+            &IngestOptions {
+                flush: true,
+                index_later: true,
+            },
+            &mut |_| {},
+            &AtomicBool::new(false),
+        )
+        .unwrap();
+    assert_eq!(report.turns_added, 4);
+    assert_eq!(engine.stats().unwrap().store.turns, 8);
+    assert_eq!(engine.stats().unwrap().lexical_units, lexical);
+    assert!(!texts(&search(&mut engine, "u", "Lisbon marathon October", 8)).contains("marathon"));
+
+    engine.index_committed(&["u"]).unwrap();
+    let stats = engine.stats().unwrap();
+    assert_eq!(
+        stats.lexical_units,
+        2 * stats.store.turns + stats.store.segments
+    );
+    let found = search(&mut engine, "u", "Lisbon marathon October", 8);
+    assert!(texts(&found).contains("marathon"), "{}", texts(&found));
+    // Indexing again finds nothing new and duplicates nothing.
+    engine.index_committed(&["u"]).unwrap();
+    assert_eq!(engine.stats().unwrap().lexical_units, stats.lexical_units);
+}
+
 #[test]
 fn cancel_stops_between_batches_and_keeps_whole_batches() {
     let dir = tempfile::tempdir().unwrap();
@@ -1004,7 +1054,10 @@ fn cancel_stops_between_batches_and_keeps_whole_batches() {
     let report = engine
         .ingest(
             conversation("u"),
-            &IngestOptions { flush: true },
+            &IngestOptions {
+                flush: true,
+                ..Default::default()
+            },
             &mut |p| {
                 if p.done >= 4 {
                     cancel.store(true, std::sync::atomic::Ordering::SeqCst);

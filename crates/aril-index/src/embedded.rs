@@ -3,7 +3,7 @@
 //! whose candidates' vectors are read from the store), both
 //! derived from the store and caught up with it after every commit.
 
-use std::sync::{PoisonError, RwLock};
+use std::sync::{Mutex, PoisonError, RwLock};
 
 use aril_core::{Role, ScopeFilter, TurnId, UnitId, UnitKind, WINDOW_SPAN};
 use aril_store::{Hit, Store, StoreStats};
@@ -17,6 +17,8 @@ pub struct EmbeddedIndex {
     /// Each user's vectors, loaded by the first search that needs them (a reader), kept up by
     /// appends after commits, dropped by deletions.
     vectors: RwLock<VectorIndex>,
+    /// Held by a catch-up from its watermark to its commit, so two never index the same units.
+    catching_up: Mutex<()>,
 }
 
 impl EmbeddedIndex {
@@ -40,9 +42,10 @@ impl EmbeddedIndex {
             }
             lexical.clear_deletion_mark()?;
         }
-        let mut index = Self {
+        let index = Self {
             lexical,
             vectors: RwLock::new(VectorIndex::new(settings)),
+            catching_up: Mutex::new(()),
         };
         index.catch_up_lexical(store)?;
         Ok(index)
@@ -50,7 +53,11 @@ impl EmbeddedIndex {
 
     /// Adds to the lexical index the units committed after its watermark, with the windows the
     /// new turns widen. Cost: proportional to what is new.
-    fn catch_up_lexical(&mut self, store: &dyn Store) -> Result<(), IndexError> {
+    fn catch_up_lexical(&self, store: &dyn Store) -> Result<(), IndexError> {
+        let _alone = self
+            .catching_up
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         let mark = self.lexical.watermark()?;
         let mut units = store.units_after(mark.turn_seq, mark.segment_seq)?;
         if units.is_empty() {
@@ -77,17 +84,23 @@ impl EmbeddedIndex {
     }
 
     /// Brings a held user's vectors (and graphs) up to the store: the units stored after those
-    /// held are appended. A user not held is read whole on its next search.
-    fn catch_up_vectors(&mut self, store: &dyn Store, user_id: &str) -> Result<(), IndexError> {
-        let vectors = self
-            .vectors
-            .get_mut()
+    /// held are read (beside searches) and appended (searches wait for the append alone). A
+    /// user not held is read whole on its next search.
+    fn catch_up_vectors(&self, store: &dyn Store, user_id: &str) -> Result<(), IndexError> {
+        let _alone = self
+            .catching_up
+            .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        let Some((model, turns, segments)) = vectors.held_through(user_id) else {
+        let held = self.vectors.read().unwrap_or_else(PoisonError::into_inner);
+        let Some((model, turns, segments)) = held.held_through(user_id) else {
             return Ok(());
         };
+        drop(held);
         let units = store.unit_vectors(&model, user_id, turns, segments)?;
-        vectors.append(user_id, units)
+        self.vectors
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .append(user_id, units)
     }
 
     fn vectors_mut(&mut self) -> &mut VectorIndex {
@@ -152,7 +165,7 @@ impl UnitSearch for EmbeddedIndex {
         self.lexical.len()
     }
 
-    fn committed(&mut self, store: &dyn Store, user_id: &str) -> Result<(), IndexError> {
+    fn committed(&self, store: &dyn Store, user_id: &str) -> Result<(), IndexError> {
         self.catch_up_lexical(store)?;
         self.catch_up_vectors(store, user_id)
     }

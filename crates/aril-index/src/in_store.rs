@@ -51,7 +51,7 @@ impl UnitSearch for InStore {
         2 * stats.turns + stats.segments
     }
 
-    fn committed(&mut self, _store: &dyn Store, _user_id: &str) -> Result<(), IndexError> {
+    fn committed(&self, _store: &dyn Store, _user_id: &str) -> Result<(), IndexError> {
         Ok(())
     }
 

@@ -3,6 +3,7 @@
 //! store has beyond it.
 
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use aril_core::{Role, ScopeFilter};
 use aril_core::{UnitId, UnitKind};
@@ -48,7 +49,8 @@ struct Fields {
 pub struct LexicalIndex {
     index: Index,
     reader: IndexReader,
-    writer: IndexWriter,
+    /// Taken for a whole change (documents and their commit), so a commit is never another's.
+    writer: Mutex<IndexWriter>,
     fields: Fields,
     /// `en_stem` with the query stop words removed before stemming.
     query_analyzer: TextAnalyzer,
@@ -262,7 +264,7 @@ impl LexicalIndex {
         Ok(Self {
             index,
             reader,
-            writer,
+            writer: Mutex::new(writer),
             fields,
             query_analyzer,
             scopes: ScopeCache::default(),
@@ -350,9 +352,11 @@ impl LexicalIndex {
     }
 
     /// Adds units and commits, recording the new watermark. A window unit replaces the window
-    /// indexed for its turn before (a turn's window grows as its session goes on).
-    pub fn add(&mut self, units: &[UnitText], watermark: Watermark) -> Result<(), IndexError> {
+    /// indexed for its turn before (a turn's window grows as its session goes on). Searches go
+    /// on meanwhile and see the units once committed.
+    pub fn add(&self, units: &[UnitText], watermark: Watermark) -> Result<(), IndexError> {
         let f = &self.fields;
+        let mut writer = self.writer();
         for u in units {
             if u.kind == UnitKind::Window {
                 let same = |field, value: &str| -> (Occur, Box<dyn Query>) {
@@ -364,7 +368,7 @@ impl LexicalIndex {
                         )),
                     )
                 };
-                self.writer.delete_query(Box::new(BooleanQuery::new(vec![
+                writer.delete_query(Box::new(BooleanQuery::new(vec![
                     same(f.id, &u.id),
                     same(f.kind, UnitKind::Window.as_str()),
                 ])))?;
@@ -379,15 +383,19 @@ impl LexicalIndex {
                 doc.add_text(f.role, role.as_str());
             }
             doc.add_text(f.text, &u.text);
-            self.writer.add_document(doc)?;
+            writer.add_document(doc)?;
         }
-        self.commit(watermark)
+        self.commit(&mut writer, watermark)
     }
 
-    fn commit(&mut self, watermark: Watermark) -> Result<(), IndexError> {
+    fn writer(&self) -> MutexGuard<'_, IndexWriter> {
+        self.writer.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn commit(&self, writer: &mut IndexWriter, watermark: Watermark) -> Result<(), IndexError> {
         let payload =
             serde_json::to_string(&watermark).map_err(|e| IndexError::Corrupt(e.to_string()))?;
-        let mut prepared = self.writer.prepare_commit()?;
+        let mut prepared = writer.prepare_commit()?;
         prepared.set_payload(&payload);
         prepared.commit()?;
         self.reader.reload()?;
@@ -397,32 +405,34 @@ impl LexicalIndex {
     /// Removes every unit a filter admits, commits, and merges away the deleted documents.
     pub fn delete(&mut self, filter: &ScopeFilter) -> Result<(), IndexError> {
         let watermark = self.watermark()?;
-        self.writer.delete_query(self.filter_query(filter))?;
-        self.commit(watermark)?;
-        self.merge_all()
+        let mut writer = self.writer();
+        writer.delete_query(self.filter_query(filter))?;
+        self.commit(&mut writer, watermark)?;
+        self.merge_all(&mut writer)
     }
 
     /// Removes the units with these ids, commits, and merges away the deleted documents.
     pub fn delete_units(&mut self, ids: &[&str]) -> Result<(), IndexError> {
         let watermark = self.watermark()?;
+        let mut writer = self.writer();
         for id in ids {
-            self.writer
-                .delete_term(Term::from_field_text(self.fields.id, id));
+            writer.delete_term(Term::from_field_text(self.fields.id, id));
         }
-        self.commit(watermark)?;
-        self.merge_all()
+        self.commit(&mut writer, watermark)?;
+        self.merge_all(&mut writer)
     }
 
     /// Empties the index (before a rebuild).
     pub fn clear(&mut self) -> Result<(), IndexError> {
-        self.writer.delete_all_documents()?;
-        self.commit(Watermark::default())?;
-        self.merge_all()
+        let mut writer = self.writer();
+        writer.delete_all_documents()?;
+        self.commit(&mut writer, Watermark::default())?;
+        self.merge_all(&mut writer)
     }
 
     /// Merges all segments into one, which drops deleted documents from disk, then collects
     /// garbage.
-    fn merge_all(&mut self) -> Result<(), IndexError> {
+    fn merge_all(&self, writer: &mut IndexWriter) -> Result<(), IndexError> {
         let ids = self.index.searchable_segment_ids()?;
         let has_deletes = self
             .reader
@@ -431,9 +441,9 @@ impl LexicalIndex {
             .iter()
             .any(|s| s.num_deleted_docs() > 0);
         if !ids.is_empty() && (ids.len() > 1 || has_deletes) {
-            self.writer.merge(&ids).wait()?;
+            writer.merge(&ids).wait()?;
         }
-        self.writer.garbage_collect_files().wait()?;
+        writer.garbage_collect_files().wait()?;
         self.reader.reload()?;
         Ok(())
     }
@@ -605,7 +615,7 @@ mod tests {
     #[test]
     fn finds_by_stemmed_words_inside_the_scope_only() {
         let dir = tempfile::tempdir().unwrap();
-        let mut idx = LexicalIndex::open(dir.path()).unwrap();
+        let idx = LexicalIndex::open(dir.path()).unwrap();
         idx.add(
             &[
                 unit("a", "u1", "Melanie painted a lake sunrise", 1),
@@ -653,7 +663,7 @@ mod tests {
 
     #[test]
     fn query_stop_words_do_not_rank_and_a_stop_word_query_finds_nothing() {
-        let mut idx = LexicalIndex::in_memory().unwrap();
+        let idx = LexicalIndex::in_memory().unwrap();
         idx.add(
             &[
                 unit(
@@ -767,7 +777,7 @@ mod tests {
     /// A fresh index holding `units` (its directory lives as long as the index is used).
     fn index_of(units: &[UnitText]) -> (tempfile::TempDir, LexicalIndex) {
         let dir = tempfile::tempdir().unwrap();
-        let mut idx = LexicalIndex::open(dir.path()).unwrap();
+        let idx = LexicalIndex::open(dir.path()).unwrap();
         idx.add(units, watermark(units.len() as i64)).unwrap();
         (dir, idx)
     }
@@ -794,7 +804,7 @@ mod tests {
             unit("b", "u1", "lake house", 2),
             unit("c", "u1", "mountain", 3),
         ];
-        let (_dir, mut idx) = index_of(&turns);
+        let (_dir, idx) = index_of(&turns);
         // BM25 over u1's three turns: N 3, mean length 5/3, "zebra" in one of them.
         let idf = (1.0f32 + (3.0 - 1.0 + 0.5) / (1.0 + 0.5)).ln();
         let expected = idf * 2.2 / (1.0 + 1.2 * (0.25 + 0.75 * 2.0 / (5.0 / 3.0)));
@@ -849,7 +859,7 @@ mod tests {
         // Four units that score the same, written in reverse id order, one commit each (so
         // one tantivy segment each), beside one that scores higher.
         let dir = tempfile::tempdir().unwrap();
-        let mut idx = LexicalIndex::open(dir.path()).unwrap();
+        let idx = LexicalIndex::open(dir.path()).unwrap();
         for (seq, id) in ["d", "c", "b", "a"].iter().enumerate() {
             let seq = seq as i64 + 1;
             idx.add(&[unit(id, "u1", "lake house", seq)], watermark(seq))
@@ -926,7 +936,7 @@ mod tests {
             prepared.set_payload(&serde_json::to_string(&watermark(7)).unwrap());
             prepared.commit().unwrap();
         }
-        let mut idx = LexicalIndex::open(dir.path()).unwrap();
+        let idx = LexicalIndex::open(dir.path()).unwrap();
         assert!(idx.is_empty());
         assert_eq!(idx.watermark().unwrap(), Watermark::default());
         idx.add(&[unit("a", "u1", "zebra lake", 1)], watermark(1))

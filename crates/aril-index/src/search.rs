@@ -46,7 +46,9 @@ pub trait UnitSearch: Send + Sync {
     fn documents(&self, stats: &StoreStats) -> u64;
 
     /// After a commit that stored units of `user_id`: what the store holds now is searchable.
-    fn committed(&mut self, store: &dyn Store, user_id: &str) -> Result<(), IndexError>;
+    /// Runs beside searches (and may run after a later commit: it catches up with whatever the
+    /// store holds then).
+    fn committed(&self, store: &dyn Store, user_id: &str) -> Result<(), IndexError>;
 
     /// After rows were written into the store from elsewhere (an import): whatever was held is
     /// read again.

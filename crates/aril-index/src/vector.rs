@@ -541,13 +541,22 @@ impl VectorIndex {
     }
 
     /// Adds a loaded user's units stored after those held (each kind in store order), graphs
-    /// included; a user not loaded is left for its load. On an error the user is let go (its
-    /// next search loads it again from the store and the graphs' last saves).
+    /// included; units it already holds are skipped (the user may have been loaded again since
+    /// they were read), and a user not loaded is left for its load. On an error the user is let
+    /// go (its next search loads it again from the store and the graphs' last saves).
     pub fn append(&mut self, user_id: &str, units: Vec<UnitVectors>) -> Result<(), IndexError> {
         let Some(held) = self.by_user.get_mut(user_id) else {
             return Ok(());
         };
-        units.into_iter().for_each(|u| held.add(u));
+        let (turns, segments) = held.through();
+        units
+            .into_iter()
+            .filter(|u| match u.kind {
+                UnitKind::Turn => u.seq > turns,
+                UnitKind::Segment => u.seq > segments,
+                UnitKind::Card | UnitKind::Window => true,
+            })
+            .for_each(|u| held.add(u));
         if let Err(e) = held.sync(&self.settings, user_id, false) {
             self.by_user.remove(user_id);
             return Err(e);

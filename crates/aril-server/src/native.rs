@@ -124,19 +124,27 @@ pub(crate) async fn store_turns(
             Ok((checked, ahead))
         })
         .await?;
+    let mut users: Vec<String> = checked.iter().map(|t| t.scope.user_id.clone()).collect();
+    users.sort_unstable();
+    users.dedup();
     let (known, report) = state
         .run(move |engine| {
             let known: HashSet<TurnId> = engine.turns(&asked)?.into_iter().map(|t| t.id).collect();
             let report = engine.ingest_prepared(
                 checked,
                 &ahead,
-                &IngestOptions { flush },
+                &IngestOptions {
+                    flush,
+                    index_later: true,
+                },
                 &mut |_| {},
                 &std::sync::atomic::AtomicBool::new(false),
             )?;
             Ok((known, report))
         })
         .await?;
+    // Stored durably; searchable once indexed, beside the searches of others.
+    state.index(users).await?;
     Ok(Appended {
         already_stored: ids.iter().map(|id| known.contains(id)).collect(),
         ids: ids.into_iter().map(|id| id.0).collect(),

@@ -2,7 +2,8 @@
 //! are blocking (SQLite, tantivy, the embedder), so they run on tokio's blocking pool behind a
 //! read-write lock: reads ([`AppState::read`]: search, get, list, stats) run in parallel, writes
 //! ([`AppState::run`]) one at a time and alone, and a response is sent only after the engine has
-//! committed (durably) what it acknowledges.
+//! committed (durably) what it acknowledges. A write of turns holds the engine alone only to
+//! segment and store them; indexing them ([`AppState::index`]) runs beside reads.
 //!
 //! A write that panics (a bug) fails alone: the store rolled its transaction back, and before the
 //! next request the engine rebuilds its derived indexes, so one bad request cannot take the
@@ -156,6 +157,30 @@ impl AppState {
         tokio::task::spawn_blocking(move || state.with_engine(f).map_err(ApiError::from))
             .await
             .map_err(|e| ApiError::internal(format!("engine task failed: {e}")))?
+    }
+
+    /// Makes what a write stored for these users searchable ([`Engine::index_committed`]),
+    /// beside reads. An indexing that panics leaves the indexes to be rebuilt before the next
+    /// request, as a panicking write does.
+    pub(crate) async fn index(&self, users: Vec<String>) -> Result<(), ApiError> {
+        let state = self.clone();
+        let dirty = self.dirty.clone();
+        let indexed = tokio::task::spawn_blocking(move || {
+            let users: Vec<&str> = users.iter().map(String::as_str).collect();
+            state
+                .with_reader(|engine| engine.index_committed(&users))
+                .map_err(ApiError::from)
+        })
+        .await;
+        match indexed {
+            Ok(result) => result,
+            Err(e) => {
+                if e.is_panic() {
+                    dirty.store(true, Ordering::SeqCst);
+                }
+                Err(ApiError::internal(format!("indexing task failed: {e}")))
+            }
+        }
     }
 
     /// Runs the read `f` on the engine on the blocking pool, in parallel with other reads, and

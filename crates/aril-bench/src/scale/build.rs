@@ -180,7 +180,10 @@ pub fn build(
         let report = engine.ingest(
             turns,
             // The last batch closes the open segment: a built store has none pending.
-            &IngestOptions { flush: to == size },
+            &IngestOptions {
+                flush: to == size,
+                ..Default::default()
+            },
             &mut |_| {},
             cancel,
         )?;

@@ -111,7 +111,10 @@ impl Strategy for Aril {
             .collect();
         self.engine.ingest(
             turns,
-            &IngestOptions { flush: true },
+            &IngestOptions {
+                flush: true,
+                ..Default::default()
+            },
             &mut |_| {},
             &AtomicBool::new(false),
         )?;

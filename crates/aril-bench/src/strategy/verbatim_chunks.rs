@@ -95,7 +95,7 @@ impl Strategy for VerbatimChunks {
             what: "creating a temporary index directory".into(),
             cause: e,
         })?;
-        let mut index = LexicalIndex::open(dir.path())?;
+        let index = LexicalIndex::open(dir.path())?;
         let scope =
             Scope::user("bench").map_err(|e| BenchError::data(std::path::Path::new("-"), e.0))?;
         let docs: Vec<UnitText> = self
