@@ -28,6 +28,9 @@ pub enum Role {
 }
 
 impl Role {
+    /// Every role, in declaration order.
+    pub const ALL: [Role; 4] = [Role::User, Role::Assistant, Role::System, Role::Tool];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Role::User => "user",

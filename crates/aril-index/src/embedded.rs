@@ -11,6 +11,9 @@ use aril_store::{Hit, Store, StoreStats};
 use crate::vector::{FromStore, StoredUnits};
 use crate::{IndexError, LexicalIndex, UnitSearch, UserVectors, VectorIndex, VectorSettings};
 
+/// Turns (and segments) the lexical catch-up reads and commits at a time.
+const CATCH_UP_PAGE: usize = 20_000;
+
 /// The indexes beside an embedded store.
 pub struct EmbeddedIndex {
     lexical: LexicalIndex,
@@ -52,16 +55,34 @@ impl EmbeddedIndex {
     }
 
     /// Adds to the lexical index the units committed after its watermark, with the windows the
-    /// new turns widen. Cost: proportional to what is new.
+    /// new turns widen, a page of [`CATCH_UP_PAGE`] turns and segments per commit (so a rebuild
+    /// of a large memory holds one page in RAM, and an interrupted one goes on from its last
+    /// page). Cost: proportional to what is new.
     fn catch_up_lexical(&self, store: &dyn Store) -> Result<(), IndexError> {
+        self.catch_up_lexical_by(store, CATCH_UP_PAGE)
+    }
+
+    fn catch_up_lexical_by(&self, store: &dyn Store, page: usize) -> Result<(), IndexError> {
         let _alone = self
             .catching_up
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
+        let mut pages = 0usize;
+        while self.catch_up_lexical_page(store, page)? {
+            pages += 1;
+            if pages > 1 {
+                tracing::info!("lexical index: {} units indexed", self.lexical.len());
+            }
+        }
+        Ok(())
+    }
+
+    /// One page of [`EmbeddedIndex::catch_up_lexical`]; false when nothing was left.
+    fn catch_up_lexical_page(&self, store: &dyn Store, page: usize) -> Result<bool, IndexError> {
         let mark = self.lexical.watermark()?;
-        let mut units = store.units_after(mark.turn_seq, mark.segment_seq)?;
+        let mut units = store.units_after(mark.turn_seq, mark.segment_seq, page)?;
         if units.is_empty() {
-            return Ok(());
+            return Ok(false);
         }
         let mut next = mark;
         next.windows = true;
@@ -80,7 +101,8 @@ impl EmbeddedIndex {
         units.extend(aril_store::windows_widened(&new_turns, |ids| {
             store.session_neighbourhoods(ids, WINDOW_SPAN)
         })?);
-        self.lexical.add(&units, next)
+        self.lexical.add(&units, next)?;
+        Ok(true)
     }
 
     /// Brings a held user's vectors (and graphs) up to the store: the units stored after those
@@ -234,5 +256,85 @@ impl UnitSearch for EmbeddedIndex {
             .unwrap_or_else(PoisonError::into_inner)
             .check_files(&|user| users.contains(user), &holds_last)?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aril_core::{NewTurn, Scope, Turn};
+    use aril_store::{SqliteStore, TurnRecord, WriteBatch};
+
+    fn turn(n: usize, text: &str) -> TurnRecord {
+        let t = NewTurn {
+            scope: Scope::user("u").unwrap(),
+            conversation: "c".into(),
+            session: Some("s1".into()),
+            role: Role::User,
+            speaker: None,
+            text: text.into(),
+            event_time: None,
+            source_id: Some(format!("D1:{n}")),
+        };
+        TurnRecord {
+            turn: Turn {
+                id: t.id(),
+                seq: 0,
+                turn: t,
+                ingest_time: chrono::Utc::now(),
+            },
+            text_hash: format!("h{n}"),
+        }
+    }
+
+    #[test]
+    fn a_catch_up_page_by_page_indexes_what_one_read_of_everything_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = SqliteStore::open(&dir.path().join("s.sqlite")).unwrap();
+        let texts = [
+            "my zebra is called stripes",
+            "we went to the lake",
+            "the lake was cold",
+            "stripes the zebra swam",
+            "then we had coffee",
+        ];
+        store
+            .commit(WriteBatch {
+                turns: texts.iter().enumerate().map(|(n, t)| turn(n, t)).collect(),
+                ..Default::default()
+            })
+            .unwrap();
+        let index = |page| {
+            let index = EmbeddedIndex {
+                lexical: LexicalIndex::in_memory().unwrap(),
+                vectors: RwLock::new(VectorIndex::new(VectorSettings::default())),
+                catching_up: Mutex::new(()),
+            };
+            index.catch_up_lexical_by(&store, page).unwrap();
+            index
+        };
+        let (paged, whole) = (index(2), index(100));
+        assert_eq!(
+            paged.lexical.watermark().unwrap(),
+            whole.lexical.watermark().unwrap()
+        );
+        assert_eq!(paged.lexical.len(), whole.lexical.len());
+        for kind in [UnitKind::Turn, UnitKind::Window] {
+            let find = |index: &EmbeddedIndex| {
+                index
+                    .lexical
+                    .search(
+                        &ScopeFilter::user("u"),
+                        "zebra lake coffee",
+                        10,
+                        &[kind],
+                        None,
+                    )
+                    .unwrap()
+            };
+            let found = find(&paged);
+            assert_eq!(found.len(), texts.len());
+            assert_eq!(found, find(&whole));
+        }
     }
 }

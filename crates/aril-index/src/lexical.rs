@@ -1,6 +1,7 @@
-//! BM25 over unit texts with tantivy. The commit payload records the highest turn and segment
-//! store order indexed (the [`Watermark`]), so after a crash the engine re-adds only what the
-//! store has beyond it.
+//! BM25 over unit texts with tantivy. Words are indexed under their unit's [`Namespace`] (user,
+//! kind, role), so a search in a user's memory is a union of that user's terms, answered with
+//! block-max WAND. The commit payload records the highest turn and segment store order indexed
+//! (the [`Watermark`]), so after a crash the engine re-adds only what the store has beyond it.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -15,11 +16,12 @@ use tantivy::schema::{
     Field, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing, TextOptions, Value,
 };
 use tantivy::tokenizer::{
-    Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter, TextAnalyzer,
-    TokenStream,
+    Language, LowerCaser, PreTokenizedString, RemoveLongFilter, SimpleTokenizer, Stemmer,
+    StopWordFilter, TextAnalyzer, Token, TokenStream,
 };
 use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
 
+use crate::namespace::Namespace;
 use crate::scope_stats::{ScopeCache, ScopeStats};
 use crate::{Hit, IndexError};
 
@@ -42,7 +44,10 @@ struct Fields {
     run: Field,
     /// The role of the turn a turn or window unit stands for; absent on other units.
     role: Field,
-    text: Field,
+    /// The unit's [`Namespace`].
+    namespace: Field,
+    /// The unit's words, each under its namespace.
+    words: Field,
 }
 
 /// The BM25 index of one data directory.
@@ -52,6 +57,8 @@ pub struct LexicalIndex {
     /// Taken for a whole change (documents and their commit), so a commit is never another's.
     writer: Mutex<IndexWriter>,
     fields: Fields,
+    /// tantivy's `en_stem`: how a unit's text becomes words.
+    word_analyzer: TextAnalyzer,
     /// `en_stem` with the query stop words removed before stemming.
     query_analyzer: TextAnalyzer,
     /// The documents of recently searched scopes, whose BM25 statistics a search uses.
@@ -253,6 +260,11 @@ impl LexicalIndex {
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)
             .try_into()?;
+        let word_analyzer = TextAnalyzer::builder(SimpleTokenizer::default())
+            .filter(RemoveLongFilter::limit(40))
+            .filter(LowerCaser)
+            .filter(Stemmer::new(Language::English))
+            .build();
         let query_analyzer = TextAnalyzer::builder(SimpleTokenizer::default())
             .filter(RemoveLongFilter::limit(40))
             .filter(LowerCaser)
@@ -266,6 +278,7 @@ impl LexicalIndex {
             reader,
             writer: Mutex::new(writer),
             fields,
+            word_analyzer,
             query_analyzer,
             scopes: ScopeCache::default(),
             deletion_mark,
@@ -315,10 +328,11 @@ impl LexicalIndex {
 
     fn schema() -> (Schema, Fields) {
         let mut builder = Schema::builder();
-        let text_options = TextOptions::default().set_indexing_options(
+        // Words arrive tokenized ([`LexicalIndex::words`]); BM25 needs no positions.
+        let words_options = TextOptions::default().set_indexing_options(
             TextFieldIndexing::default()
-                .set_tokenizer("en_stem")
-                .set_index_option(IndexRecordOption::WithFreqsAndPositions),
+                .set_tokenizer("raw")
+                .set_index_option(IndexRecordOption::WithFreqs),
         );
         let fields = Fields {
             id: builder.add_text_field("id", STRING | STORED),
@@ -327,7 +341,8 @@ impl LexicalIndex {
             agent: builder.add_text_field("agent", STRING),
             run: builder.add_text_field("run", STRING),
             role: builder.add_text_field("role", STRING),
-            text: builder.add_text_field("text", text_options),
+            namespace: builder.add_text_field("namespace", STRING),
+            words: builder.add_text_field("words", words_options),
         };
         (builder.build(), fields)
     }
@@ -382,10 +397,30 @@ impl LexicalIndex {
             if let Some(role) = u.role {
                 doc.add_text(f.role, role.as_str());
             }
-            doc.add_text(f.text, &u.text);
+            let namespace = Namespace::of(&u.scope.user_id, u.kind, u.role);
+            doc.add_text(f.namespace, namespace.as_str());
+            doc.add_pre_tokenized_text(f.words, self.words(&namespace, &u.text));
             writer.add_document(doc)?;
         }
         self.commit(&mut writer, watermark)
+    }
+
+    /// `text`'s words under `namespace`, as the index takes them.
+    fn words(&self, namespace: &Namespace, text: &str) -> PreTokenizedString {
+        let mut analyzer = self.word_analyzer.clone();
+        let mut stream = analyzer.token_stream(text);
+        let mut tokens = Vec::new();
+        while stream.advance() {
+            let token = stream.token();
+            tokens.push(Token {
+                text: namespace.word(&token.text),
+                ..token.clone()
+            });
+        }
+        PreTokenizedString {
+            text: String::new(),
+            tokens,
+        }
     }
 
     fn writer(&self) -> MutexGuard<'_, IndexWriter> {
@@ -484,57 +519,71 @@ impl LexicalIndex {
         let f = &self.fields;
         let mut analyzer = self.query_analyzer.clone();
         let mut stream = analyzer.token_stream(query);
-        let mut terms: Vec<(Occur, Box<dyn Query>)> = Vec::new();
-        let mut seen = std::collections::HashSet::new();
+        let mut words: Vec<String> = Vec::new();
         while stream.advance() {
-            let token = stream.token().text.clone();
-            if seen.insert(token.clone()) {
-                terms.push((
-                    Occur::Should,
-                    Box::new(TermQuery::new(
-                        Term::from_field_text(f.text, &token),
-                        IndexRecordOption::WithFreqs,
-                    )),
-                ));
+            let token = &stream.token().text;
+            if !words.contains(token) {
+                words.push(token.clone());
             }
         }
-        if terms.is_empty() || k == 0 {
+        if words.is_empty() || k == 0 {
             return Ok(Vec::new());
         }
-        // The units whose statistics the scores use: the search's scope, of its kinds.
-        let units = BooleanQuery::new(vec![
-            (Occur::Must, self.filter_query(filter)),
-            (
-                Occur::Must,
-                any_of(f.kind, kinds.iter().map(|k| k.as_str())),
-            ),
-        ]);
+        // The units whose statistics the scores use: the search's scope, of its kinds, with any
+        // role; of those, the units it returns: the namespaces of `roles`.
+        let counted = Namespace::all(&filter.user_id, kinds, None);
+        let returned = Namespace::all(&filter.user_id, kinds, roles);
+        let narrowed = filter.agent_id.is_some() || filter.run_id.is_some();
+        let in_namespaces = any_of(f.namespace, counted.iter().map(Namespace::as_str));
+        let units: Box<dyn Query> = match narrowed {
+            true => Box::new(BooleanQuery::new(vec![
+                (Occur::Must, self.filter_query(filter)),
+                (Occur::Must, in_namespaces),
+            ])),
+            false => in_namespaces,
+        };
         let searcher = self.reader.searcher();
+        let key = (filter.clone(), kinds.to_vec());
         let docs = self
             .scopes
-            .get(&searcher, (filter.clone(), kinds.to_vec()), &units, f.text)?;
-        if docs.is_empty() {
+            .get(&searcher, &key, units.as_ref(), f.words, narrowed)?;
+        if docs.is_empty() || returned.is_empty() {
             return Ok(Vec::new());
         }
-        let mut clauses = vec![
-            (
-                Occur::Must,
-                Box::new(BooleanQuery::new(terms)) as Box<dyn Query>,
-            ),
-            (
-                Occur::Must,
-                Box::new(ConstScoreQuery::new(Box::new(units), 0.0)),
-            ),
-        ];
-        // Of those, the units it returns (a condition, adding nothing to the score).
-        if let Some(roles) = roles {
-            let returned = any_of(f.role, roles.iter().map(|r| r.as_str()));
-            clauses.push((Occur::Must, Box::new(ConstScoreQuery::new(returned, 0.0))));
-        }
-        let query = BooleanQuery::new(clauses);
+        let terms: Vec<(Occur, Box<dyn Query>)> = returned
+            .iter()
+            .flat_map(|ns| words.iter().map(move |w| ns.word(w)))
+            .map(|term| -> (Occur, Box<dyn Query>) {
+                (
+                    Occur::Should,
+                    Box::new(TermQuery::new(
+                        Term::from_field_text(f.words, &term),
+                        IndexRecordOption::WithFreqs,
+                    )),
+                )
+            })
+            .collect();
+        // A union of term queries alone is what tantivy prunes with block-max WAND; a narrowed
+        // filter is a condition beside it (adding nothing to the score).
+        let query: Box<dyn Query> = match narrowed {
+            false => Box::new(BooleanQuery::new(terms)),
+            true => Box::new(BooleanQuery::new(vec![
+                (
+                    Occur::Must,
+                    Box::new(BooleanQuery::new(terms)) as Box<dyn Query>,
+                ),
+                (
+                    Occur::Must,
+                    Box::new(ConstScoreQuery::new(self.filter_query(filter), 0.0)),
+                ),
+            ])),
+        };
         let stats = ScopeStats {
             searcher: &searcher,
             docs: &docs,
+            namespaces: &counted,
+            words: f.words,
+            counted: Default::default(),
         };
         // Equal scores are ordered by unit id, as the dense search and PostgreSQL order them, so
         // the result does not depend on how tantivy's segments happen to be laid out (a cold and
@@ -543,7 +592,7 @@ impl LexicalIndex {
         let mut limit = k + 1;
         let top = loop {
             let top = searcher.search_with_statistics_provider(
-                &query,
+                query.as_ref(),
                 &TopDocs::with_limit(limit).order_by_score(),
                 &stats,
             )?;
@@ -916,6 +965,82 @@ mod tests {
         );
         assert_eq!(find(&[UnitKind::Segment], None).len(), 1);
         assert!(find(&[UnitKind::Segment], Some(&[Role::User])).is_empty());
+    }
+
+    #[test]
+    fn a_filter_narrowed_to_an_agent_scores_over_that_agents_units_alone() {
+        let of_agent = |id: &str, agent: &str, text: &str, seq: i64| UnitText {
+            scope: Scope::new("u1".into(), Some(agent.to_string()), None).unwrap(),
+            ..unit(id, "u1", text, seq)
+        };
+        let mine = [
+            of_agent("a", "a1", "zebra lake", 1),
+            of_agent("b", "a1", "lake house", 2),
+        ];
+        let mut all = mine.to_vec();
+        all.extend((0..10).map(|i| of_agent(&format!("x{i}"), "a2", "zebra zebra", 3 + i)));
+        let (_dir, idx) = index_of(&all);
+        let (_fresh_dir, fresh) = index_of(&mine);
+        let narrowed = ScopeFilter {
+            agent_id: Some("a1".into()),
+            ..ScopeFilter::user("u1")
+        };
+        let found = |idx: &LexicalIndex, filter: &ScopeFilter| -> Vec<(String, f32)> {
+            idx.search(filter, "zebra lake", 10, &[UnitKind::Turn], None)
+                .unwrap()
+                .into_iter()
+                .map(|h| (h.unit.as_str().to_string(), h.score))
+                .collect()
+        };
+        let theirs = found(&idx, &narrowed);
+        assert_eq!(
+            theirs.iter().map(|h| h.0.as_str()).collect::<Vec<_>>(),
+            ["a", "b"]
+        );
+        assert_eq!(theirs, found(&fresh, &ScopeFilter::user("u1")));
+    }
+
+    #[test]
+    fn the_pruned_top_k_is_the_top_of_every_match_scored() {
+        // Enough units over several segments for block-max WAND to skip blocks.
+        let vocabulary = [
+            "lake", "zebra", "house", "mountain", "river", "garden", "piano", "violin", "tennis",
+            "coffee",
+        ];
+        let dir = tempfile::tempdir().unwrap();
+        let idx = LexicalIndex::open(dir.path()).unwrap();
+        let mut seq = 0;
+        for batch in 0..4 {
+            let units: Vec<UnitText> = (0..1500)
+                .map(|i| {
+                    seq += 1;
+                    let n = i * 7 + batch * 13;
+                    let text: Vec<&str> = (0..1 + n % 9)
+                        .map(|j| vocabulary[(n * (j + 3) + j * j) % vocabulary.len()])
+                        .collect();
+                    unit(&format!("t{seq:05}"), "u1", &text.join(" "), seq as i64)
+                })
+                .collect();
+            idx.add(&units, watermark(seq as i64)).unwrap();
+        }
+        for query in ["zebra violin", "lake river coffee", "piano"] {
+            let every = idx
+                .search(
+                    &ScopeFilter::user("u1"),
+                    query,
+                    6000,
+                    &[UnitKind::Turn],
+                    None,
+                )
+                .unwrap();
+            assert!(every.len() > 100, "{query}: {} matches", every.len());
+            for k in [1, 10, 50] {
+                let top = idx
+                    .search(&ScopeFilter::user("u1"), query, k, &[UnitKind::Turn], None)
+                    .unwrap();
+                assert_eq!(top, every[..k], "{query} at k {k}");
+            }
+        }
     }
 
     #[test]

@@ -4,8 +4,9 @@
 //! from the store, updated after each committed batch, queried with a scope filter, and
 //! rebuildable from the store at any time (`aril reindex`). None holds anything the store lacks.
 //!
-//! - [`LexicalIndex`]: BM25 over unit texts (tantivy, English stemming). Cost: one tantivy query
-//!   per search; a commit per ingest batch.
+//! - [`LexicalIndex`]: BM25 over unit texts (tantivy, English stemming), each word under its
+//!   unit's user, kind and role (`namespace`), so a search reads only its scope's postings.
+//!   Cost: one tantivy query per search (block-max WAND); a commit per ingest batch.
 //! - [`VectorIndex`]: cosine search over the chunk vectors of a user, loaded on first use and
 //!   kept up by appends. A small block is held in memory and scanned whole (one dot product per
 //!   chunk, a bounded heap of the best k units); a large one holds only its HNSW graph (`ann`,
@@ -17,6 +18,7 @@ mod embedded;
 mod error;
 mod in_store;
 mod lexical;
+mod namespace;
 mod scope_stats;
 mod search;
 mod vector;

@@ -6,113 +6,202 @@
 //! same on a fresh and a reopened index, and matches PostgreSQL's, which counts N, the mean
 //! length and each word's document frequency over the same units.
 //!
-//! Cost: one pass over the scope's documents per searcher generation (cached until the next
-//! commit), and per query word a walk of the shorter of its postings and the scope's documents
-//! (a bitset answers whether a posting is in the scope).
+//! Cost: the units of a scope are counted once per tantivy segment (segments do not change; a
+//! segment is counted again only when it gained deletions), so a commit costs the next search
+//! a count of the new segment alone. Per query word, a term lookup per namespace and segment;
+//! its postings are walked only in a segment with deleted documents, or for a filter narrowed
+//! to an agent or a run (whose units a namespace does not separate).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use aril_core::ScopeFilter;
 use aril_core::UnitKind;
-use tantivy::query::{Bm25StatisticsProvider, EnableScoring, Query};
+use tantivy::index::SegmentId;
+use tantivy::query::{Bm25StatisticsProvider, EnableScoring, Query, Weight};
 use tantivy::schema::{Field, IndexRecordOption};
-use tantivy::{BitSet, DocId, DocSet, Searcher, TERMINATED, Term};
+use tantivy::{BitSet, DocSet, Searcher, SegmentReader, TERMINATED, Term};
 
-/// The alive documents of one scope and set of kinds, per segment in doc order, with the total
-/// (fieldnorm) length of their text.
-#[derive(Default)]
-pub(crate) struct ScopeDocs {
-    per_segment: Vec<Vec<DocId>>,
-    /// The same documents as a bitset per segment.
-    members: Vec<BitSet>,
+use crate::namespace::{Namespace, word_of};
+
+/// The alive units of one scope in one tantivy segment.
+struct SegmentScope {
+    docs: u64,
+    /// Their total (fieldnorm) length.
     tokens: u64,
+    /// The units themselves, for a narrowed filter; `None` when the namespaces hold exactly the
+    /// scope's units.
+    members: Option<BitSet>,
 }
 
-impl ScopeDocs {
-    /// Walks the documents `scope` admits in every segment of `searcher`, skipping deleted ones.
-    fn collect(searcher: &Searcher, scope: &dyn Query, text: Field) -> tantivy::Result<Self> {
-        let weight = scope.weight(EnableScoring::disabled_from_searcher(searcher))?;
-        let mut out = ScopeDocs::default();
-        for reader in searcher.segment_readers() {
-            let norms = reader.get_fieldnorms_reader(text)?;
-            let alive = reader.alive_bitset();
-            let mut scorer = weight.scorer(reader, 1.0)?;
-            let mut docs = Vec::new();
-            let mut members = BitSet::with_max_value(reader.max_doc());
-            let mut doc = scorer.doc();
-            while doc != TERMINATED {
-                if alive.is_none_or(|a| a.is_alive(doc)) {
-                    docs.push(doc);
+impl SegmentScope {
+    fn count(
+        reader: &SegmentReader,
+        scope: &dyn Weight,
+        words: Field,
+        narrowed: bool,
+    ) -> tantivy::Result<Self> {
+        let norms = reader.get_fieldnorms_reader(words)?;
+        let alive = reader.alive_bitset();
+        let mut scorer = scope.scorer(reader, 1.0)?;
+        let mut out = SegmentScope {
+            docs: 0,
+            tokens: 0,
+            members: narrowed.then(|| BitSet::with_max_value(reader.max_doc())),
+        };
+        let mut doc = scorer.doc();
+        while doc != TERMINATED {
+            if alive.is_none_or(|a| a.is_alive(doc)) {
+                out.docs += 1;
+                out.tokens += u64::from(norms.fieldnorm(doc));
+                if let Some(members) = &mut out.members {
                     members.insert(doc);
-                    out.tokens += u64::from(norms.fieldnorm(doc));
                 }
-                doc = scorer.advance();
             }
-            out.per_segment.push(docs);
-            out.members.push(members);
+            doc = scorer.advance();
         }
         Ok(out)
-    }
-
-    fn docs(&self) -> u64 {
-        self.per_segment.iter().map(|d| d.len() as u64).sum()
-    }
-
-    pub(crate) fn is_empty(&self) -> bool {
-        self.per_segment.iter().all(Vec::is_empty)
     }
 }
 
 /// What a search may return: a scope, and the unit kinds searched in it.
 pub(crate) type ScopeKey = (ScopeFilter, Vec<UnitKind>);
 
-/// The scope documents of recent searches, valid for one searcher generation.
-#[derive(Default)]
-pub(crate) struct ScopeCache {
-    entries: Mutex<(u64, HashMap<ScopeKey, Arc<ScopeDocs>>)>,
+/// The units of a scope in each segment of one searcher, in the searcher's segment order.
+pub(crate) struct ScopeDocs {
+    per_segment: Vec<Arc<SegmentScope>>,
 }
 
-/// Scopes cached per generation at most; beyond it the cache starts again.
-const CACHED_SCOPES: usize = 64;
+impl ScopeDocs {
+    fn docs(&self) -> u64 {
+        self.per_segment.iter().map(|s| s.docs).sum()
+    }
 
-impl ScopeCache {
-    /// The documents `scope` (the query for `key`) admits in `searcher`'s generation.
-    pub(crate) fn get(
-        &self,
-        searcher: &Searcher,
-        key: ScopeKey,
-        scope: &dyn Query,
-        text: Field,
-    ) -> tantivy::Result<Arc<ScopeDocs>> {
-        let generation = searcher.generation().generation_id();
-        {
-            let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-            if entries.0 == generation
-                && let Some(docs) = entries.1.get(&key)
-            {
-                return Ok(docs.clone());
-            }
-        }
-        let docs = Arc::new(ScopeDocs::collect(searcher, scope, text)?);
-        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        if entries.0 != generation || entries.1.len() >= CACHED_SCOPES {
-            *entries = (generation, HashMap::new());
-        }
-        entries.1.insert(key, docs.clone());
-        Ok(docs)
+    pub(crate) fn is_empty(&self) -> bool {
+        self.docs() == 0
     }
 }
 
-/// [`Bm25StatisticsProvider`] over a [`ScopeDocs`].
+/// A segment's count for one scope, valid while the segment has that many deletions.
+type CacheKey = (SegmentId, u32, ScopeKey);
+
+/// The per-segment counts of recently searched scopes.
+#[derive(Default)]
+pub(crate) struct ScopeCache {
+    entries: Mutex<HashMap<CacheKey, Arc<SegmentScope>>>,
+}
+
+/// Entries kept at most; beyond it, those of segments no longer searched go, then all.
+const CACHED_ENTRIES: usize = 4096;
+
+impl ScopeCache {
+    /// The units `scope` (the query for `key`) admits in each segment of `searcher`. With
+    /// `narrowed`, the units themselves are kept, for [`ScopeStats::doc_freq`] to check
+    /// postings against.
+    pub(crate) fn get(
+        &self,
+        searcher: &Searcher,
+        key: &ScopeKey,
+        scope: &dyn Query,
+        words: Field,
+        narrowed: bool,
+    ) -> tantivy::Result<ScopeDocs> {
+        let readers = searcher.segment_readers();
+        let keys: Vec<CacheKey> = readers
+            .iter()
+            .map(|r| (r.segment_id(), r.num_deleted_docs(), key.clone()))
+            .collect();
+        let mut found: Vec<Option<Arc<SegmentScope>>> = {
+            let entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+            keys.iter().map(|k| entries.get(k).cloned()).collect()
+        };
+        if found.iter().any(Option::is_none) {
+            let weight = scope.weight(EnableScoring::disabled_from_searcher(searcher))?;
+            let mut counted = Vec::new();
+            for (i, reader) in readers.iter().enumerate() {
+                if found[i].is_none() {
+                    let scope = Arc::new(SegmentScope::count(
+                        reader,
+                        weight.as_ref(),
+                        words,
+                        narrowed,
+                    )?);
+                    found[i] = Some(scope.clone());
+                    counted.push((keys[i].clone(), scope));
+                }
+            }
+            let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+            if entries.len() + counted.len() > CACHED_ENTRIES {
+                let live: Vec<SegmentId> = readers.iter().map(|r| r.segment_id()).collect();
+                entries.retain(|k, _| live.contains(&k.0));
+                if entries.len() + counted.len() > CACHED_ENTRIES {
+                    entries.clear();
+                }
+            }
+            entries.extend(counted);
+        }
+        Ok(ScopeDocs {
+            per_segment: found.into_iter().flatten().collect(),
+        })
+    }
+}
+
+/// [`Bm25StatisticsProvider`] over a [`ScopeDocs`]: a word's document frequency is counted over
+/// every namespace of the scope's kinds, whichever namespaces the search returns.
 pub(crate) struct ScopeStats<'a> {
     pub searcher: &'a Searcher,
     pub docs: &'a ScopeDocs,
+    pub namespaces: &'a [Namespace],
+    pub words: Field,
+    /// Document frequencies already counted, by word (each word is asked once per namespace
+    /// the search returns).
+    pub counted: Mutex<HashMap<String, u64>>,
+}
+
+impl ScopeStats<'_> {
+    fn count(&self, word: &str) -> tantivy::Result<u64> {
+        let mut n = 0u64;
+        for (reader, scope) in self
+            .searcher
+            .segment_readers()
+            .iter()
+            .zip(&self.docs.per_segment)
+        {
+            if scope.docs == 0 {
+                continue;
+            }
+            let index = reader.inverted_index(self.words)?;
+            let alive = reader.alive_bitset();
+            for ns in self.namespaces {
+                let term = Term::from_field_text(self.words, &ns.word(word));
+                if scope.members.is_none() && alive.is_none() {
+                    n += index
+                        .get_term_info(&term)?
+                        .map_or(0, |t| u64::from(t.doc_freq));
+                    continue;
+                }
+                let Some(mut postings) = index.read_postings(&term, IndexRecordOption::Basic)?
+                else {
+                    continue;
+                };
+                let mut doc = postings.doc();
+                while doc != TERMINATED {
+                    let counts = match &scope.members {
+                        Some(members) => members.contains(doc),
+                        None => alive.is_none_or(|a| a.is_alive(doc)),
+                    };
+                    n += u64::from(counts);
+                    doc = postings.advance();
+                }
+            }
+        }
+        Ok(n)
+    }
 }
 
 impl Bm25StatisticsProvider for ScopeStats<'_> {
     fn total_num_tokens(&self, _field: Field) -> tantivy::Result<u64> {
-        Ok(self.docs.tokens)
+        Ok(self.docs.per_segment.iter().map(|s| s.tokens).sum())
     }
 
     fn total_num_docs(&self) -> tantivy::Result<u64> {
@@ -120,40 +209,21 @@ impl Bm25StatisticsProvider for ScopeStats<'_> {
     }
 
     fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
-        let mut n = 0u64;
-        for ((reader, docs), members) in self
-            .searcher
-            .segment_readers()
-            .iter()
-            .zip(&self.docs.per_segment)
-            .zip(&self.docs.members)
+        let value = term.value();
+        let word = word_of(value.as_str().unwrap_or_default());
+        if let Some(&n) = self
+            .counted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(word)
         {
-            if docs.is_empty() {
-                continue;
-            }
-            let index = reader.inverted_index(term.field())?;
-            let Some(mut postings) = index.read_postings(term, IndexRecordOption::Basic)? else {
-                continue;
-            };
-            if (postings.doc_freq() as usize) < docs.len() {
-                let mut doc = postings.doc();
-                while doc != TERMINATED {
-                    if members.contains(doc) {
-                        n += 1;
-                    }
-                    doc = postings.advance();
-                }
-            } else {
-                for &d in docs {
-                    if postings.doc() < d && postings.seek(d) == TERMINATED {
-                        break;
-                    }
-                    if postings.doc() == d {
-                        n += 1;
-                    }
-                }
-            }
+            return Ok(n);
         }
+        let n = self.count(word)?;
+        self.counted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(word.to_string(), n);
         Ok(n)
     }
 }

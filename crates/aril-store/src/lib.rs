@@ -522,8 +522,15 @@ pub trait Store: Send + Sync {
         kind: UnitKind,
         seqs: &[i64],
     ) -> Result<Vec<UnitVectors>, StoreError>;
-    /// Units with a store order above the given ones (turns, segments), for index catch-up.
-    fn units_after(&self, turn_seq: i64, segment_seq: i64) -> Result<Vec<UnitText>, StoreError>;
+    /// Units with a store order above the given ones (turns, segments), for index catch-up: the
+    /// first `limit` turns and the first `limit` segments after them, each kind in store order
+    /// (a catch-up of a large memory reads it a page at a time).
+    fn units_after(
+        &self,
+        turn_seq: i64,
+        segment_seq: i64,
+        limit: usize,
+    ) -> Result<Vec<UnitText>, StoreError>;
     /// Removes everything of the scopes a filter admits: turns, segments, open segments, and cached
     /// vectors no other unit uses. Fails with [`StoreError::UnknownScope`] when nothing matches.
     fn delete(&mut self, filter: &ScopeFilter) -> Result<DeleteReport, StoreError>;

@@ -679,15 +679,21 @@ impl Store for SqliteStore {
         Ok(out)
     }
 
-    fn units_after(&self, turn_seq: i64, segment_seq: i64) -> Result<Vec<UnitText>, StoreError> {
+    fn units_after(
+        &self,
+        turn_seq: i64,
+        segment_seq: i64,
+        limit: usize,
+    ) -> Result<Vec<UnitText>, StoreError> {
         let conn = self.conn()?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let mut out = Vec::new();
         let mut stmt = conn.prepare(
             "SELECT id, user_id, agent_id, run_id, role, speaker, text, seq FROM turns \
-             WHERE seq > ?1 ORDER BY seq",
+             WHERE seq > ?1 ORDER BY seq LIMIT ?2",
         )?;
         let rows = stmt
-            .query_map([turn_seq], |r| {
+            .query_map([turn_seq, limit], |r| {
                 Ok((
                     r.get::<_, String>(0)?,
                     scope_from_row(r, 1)?,
@@ -712,8 +718,8 @@ impl Store for SqliteStore {
         }
         drop(stmt);
         let segs: Vec<(String, i64)> = conn
-            .prepare("SELECT id, seq FROM segments WHERE seq > ?1 ORDER BY seq")?
-            .query_map([segment_seq], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .prepare("SELECT id, seq FROM segments WHERE seq > ?1 ORDER BY seq LIMIT ?2")?
+            .query_map([segment_seq, limit], |r| Ok((r.get(0)?, r.get(1)?)))?
             .collect::<Result<_, _>>()?;
         // Rendering a segment reads it and its turns through `self`: this connection goes back first.
         drop(conn);

@@ -158,6 +158,37 @@ fn a_batch_is_stored_whole_and_recommitting_adds_nothing(place: &Place) {
     assert_eq!(back.len(), 3);
     assert_eq!(back[0].turn.text, "turn number 1 of u");
     assert!(back[0].seq < back[1].seq);
+
+    // Read for a catch-up a page at a time: the first turns and segments after the orders given.
+    let kinds = |units: &[aril_store::UnitText]| -> Vec<(UnitKind, String)> {
+        units.iter().map(|u| (u.kind, u.id.clone())).collect()
+    };
+    let page = store.units_after(0, 0, 2).unwrap();
+    let segment_id = segment("u", &turns.iter().collect::<Vec<_>>()).segment.id.0;
+    assert_eq!(
+        kinds(&page),
+        vec![
+            (UnitKind::Turn, ids[0].0.clone()),
+            (UnitKind::Turn, ids[1].0.clone()),
+            (UnitKind::Segment, segment_id),
+        ]
+    );
+    let last = page.iter().map(|u| (u.kind, u.seq));
+    let turn_seq = last
+        .clone()
+        .filter(|u| u.0 == UnitKind::Turn)
+        .map(|u| u.1)
+        .max()
+        .unwrap();
+    let segment_seq = last
+        .filter(|u| u.0 == UnitKind::Segment)
+        .map(|u| u.1)
+        .max()
+        .unwrap();
+    assert_eq!(
+        kinds(&store.units_after(turn_seq, segment_seq, 2).unwrap()),
+        vec![(UnitKind::Turn, ids[2].0.clone())]
+    );
 }
 
 fn a_failing_batch_leaves_nothing_behind(place: &Place) {

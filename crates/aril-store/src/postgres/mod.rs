@@ -646,12 +646,18 @@ impl Store for PgStore {
             .collect()
     }
 
-    fn units_after(&self, turn_seq: i64, segment_seq: i64) -> Result<Vec<UnitText>, StoreError> {
+    fn units_after(
+        &self,
+        turn_seq: i64,
+        segment_seq: i64,
+        limit: usize,
+    ) -> Result<Vec<UnitText>, StoreError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let mut out = Vec::new();
         let rows = self.conn()?.query(
             "SELECT id, user_id, agent_id, run_id, role, speaker, text, seq FROM turns \
-             WHERE seq > $1 ORDER BY seq",
-            &[&turn_seq],
+             WHERE seq > $1 ORDER BY seq LIMIT $2",
+            &[&turn_seq, &limit],
         )?;
         for r in &rows {
             let role: String = r.try_get(4)?;
@@ -670,8 +676,8 @@ impl Store for PgStore {
         let segs: Vec<(String, i64)> = self
             .conn()?
             .query(
-                "SELECT id, seq FROM segments WHERE seq > $1 ORDER BY seq",
-                &[&segment_seq],
+                "SELECT id, seq FROM segments WHERE seq > $1 ORDER BY seq LIMIT $2",
+                &[&segment_seq, &limit],
             )?
             .iter()
             .map(|r| (r.get(0), r.get(1)))
