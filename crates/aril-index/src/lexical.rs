@@ -10,7 +10,6 @@ use aril_core::{Role, ScopeFilter};
 use aril_core::{UnitId, UnitKind};
 use aril_store::UnitText;
 use serde::{Deserialize, Serialize};
-use tantivy::collector::TopDocs;
 use tantivy::query::{BooleanQuery, ConstScoreQuery, Occur, Query, TermQuery};
 use tantivy::schema::{
     Field, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing, TextOptions, Value,
@@ -23,6 +22,7 @@ use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Te
 
 use crate::namespace::Namespace;
 use crate::scope_stats::{ScopeCache, ScopeStats};
+use crate::top_ties::TopWithTies;
 use crate::{Hit, IndexError};
 
 /// Highest store order indexed, per unit kind.
@@ -587,21 +587,9 @@ impl LexicalIndex {
         };
         // Equal scores are ordered by unit id, as the dense search and PostgreSQL order them, so
         // the result does not depend on how tantivy's segments happen to be laid out (a cold and
-        // a warm index differ there). The limit grows until no unit tied with the k-th is left
-        // out.
-        let mut limit = k + 1;
-        let top = loop {
-            let top = searcher.search_with_statistics_provider(
-                query.as_ref(),
-                &TopDocs::with_limit(limit).order_by_score(),
-                &stats,
-            )?;
-            let cut_inside_a_tie = top.len() == limit && top[limit - 1].0 == top[k - 1].0;
-            if !cut_inside_a_tie {
-                break top;
-            }
-            limit *= 2;
-        };
+        // a warm index differ there): the units tied with the k-th all come, then the ids decide.
+        let top =
+            searcher.search_with_statistics_provider(query.as_ref(), &TopWithTies { k }, &stats)?;
         let mut hits = Vec::with_capacity(top.len());
         for (score, address) in top {
             let doc: TantivyDocument = searcher.doc(address)?;

@@ -21,6 +21,7 @@ mod lexical;
 mod namespace;
 mod scope_stats;
 mod search;
+mod top_ties;
 mod vector;
 
 pub use aril_store::Hit;
