@@ -101,9 +101,29 @@ fn open(cli: &Cli, how: Open) -> anyhow::Result<Engine> {
     open_store(cli, &dir, &at, how)
 }
 
+/// `aril serve`'s engine: unless the configuration sets `embed_threads`, a write embeds on
+/// every core but one, so searches keep a core meanwhile (docs/benchmarks.md, reads beside a
+/// writer).
+fn open_for_serving(cli: &Cli) -> anyhow::Result<Engine> {
+    let (dir, at) = store_at(cli);
+    let mut config = load_config(cli)?;
+    config
+        .embed_threads
+        .get_or_insert_with(Config::cores_but_one);
+    open_configured(config, &dir, &at, Open::OrStart)
+}
+
 /// An engine over the given store, with the command line's configuration.
 fn open_store(cli: &Cli, dir: &std::path::Path, at: &StoreAt, how: Open) -> anyhow::Result<Engine> {
-    let config = load_config(cli)?;
+    open_configured(load_config(cli)?, dir, at, how)
+}
+
+fn open_configured(
+    config: Config,
+    dir: &std::path::Path,
+    at: &StoreAt,
+    how: Open,
+) -> anyhow::Result<Engine> {
     let remote = models::remote_embedder(&config.llm)?;
     let engine = match how {
         Open::OrStart => Engine::open_at(dir, at, config, remote),
@@ -168,7 +188,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::MigrateStore(cmd) => migrate_store::run(&cli, cmd),
         Command::Demo(cmd) => demo::run(&cli, load_config(&cli)?, cmd),
         Command::Bench(cmd) => bench::run(&cli, cmd),
-        Command::Serve(cmd) => serve::run(open(&cli, Open::OrStart)?, cmd),
+        Command::Serve(cmd) => serve::run(open_for_serving(&cli)?, cmd),
         Command::Keys(cmd) => serve::keys(open(&cli, Open::OrStart)?, cmd),
         Command::Mcp => serve::mcp(open(&cli, Open::OrStart)?),
         Command::Consolidate(cmd) => consolidate::run(open(&cli, Open::Existing)?, cmd),

@@ -4,9 +4,9 @@
 //! sentence-transformers does. ONNX Runtime itself is loaded at run time from the
 //! `libonnxruntime.so` that the PyPI `onnxruntime` wheel ships (see [`default_runtime_path`]).
 //!
-//! Two sessions share the weights' packed copies: one runs large inputs on every core, one runs a
-//! question on its caller's thread alone, so a search never waits behind a bulk embedding and
-//! concurrent searches each keep a core.
+//! Two sessions share the weights' packed copies: one runs large inputs on every core (or on the
+//! threads the caller gives), one runs a question on its caller's thread alone, so a search never
+//! waits behind a bulk embedding and concurrent searches each keep a core.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, OnceLock};
@@ -111,12 +111,17 @@ pub struct MiniLm {
 impl MiniLm {
     /// Loads the model from `dir` with ONNX Runtime from [`default_runtime_path`].
     pub fn load(dir: &Path) -> Result<Self, EmbedError> {
-        Self::load_with_runtime(dir, &default_runtime_path())
+        Self::load_with_runtime(dir, &default_runtime_path(), None)
     }
 
-    /// Loads the model from `dir` with the ONNX Runtime library at `library`. A missing file
-    /// gives an error that says how to fetch it.
-    pub fn load_with_runtime(dir: &Path, library: &Path) -> Result<Self, EmbedError> {
+    /// Loads the model from `dir` with the ONNX Runtime library at `library`; large inputs run
+    /// on `bulk_threads` threads (every core when `None`). A missing file gives an error that
+    /// says how to fetch it.
+    pub fn load_with_runtime(
+        dir: &Path,
+        library: &Path,
+        bulk_threads: Option<usize>,
+    ) -> Result<Self, EmbedError> {
         let missing: Vec<&str> = MODEL_FILES
             .into_iter()
             .filter(|f| !dir.join(f).is_file())
@@ -152,7 +157,9 @@ impl MiniLm {
 
         let environment = environment(library)?;
         let packed = PrepackedWeights::new();
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let bulk_threads = bulk_threads
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+            .max(1);
         let session = |threads: usize| {
             let model = dir.join("model.onnx");
             Session::builder(environment)
@@ -165,7 +172,7 @@ impl MiniLm {
                 .map_err(|e| load_err(format!("{}: {e}", model.display())))
         };
         Ok(Self {
-            bulk: Mutex::new(session(cores)?),
+            bulk: Mutex::new(session(bulk_threads)?),
             small: Mutex::new(session(1)?),
             tokenizer,
             cls,

@@ -22,6 +22,10 @@ pub struct Config {
     /// Default: `$ARIL_ONNXRUNTIME`, else `onnxruntime/libonnxruntime.so.1.31.1` in the cache
     /// root, where `scripts/fetch-model` installs it from the PyPI wheel.
     pub onnxruntime: Option<PathBuf>,
+    /// Threads a large embedding (a write's turns and segments) runs on; a question always
+    /// embeds on its caller's thread alone. Default: every core; `aril serve` defaults to every
+    /// core but one ([`Config::cores_but_one`]), so searches keep a core while a write embeds.
+    pub embed_threads: Option<usize>,
     /// Roles whose turns get dense vectors (and make up a segment's embedded text). Every turn is
     /// stored and BM25-indexed whatever its role. Default: `["user"]` — the user's own words carry
     /// what there is to remember about them, assistant turns are long and generic (seed 004:
@@ -85,6 +89,7 @@ impl Default for Config {
         Self {
             model_dir: None,
             onnxruntime: None,
+            embed_threads: None,
             dense_roles: vec![Role::User],
             turn_vectors: TurnVectors::Sentences,
             sentence_min_bytes: 80,
@@ -112,8 +117,22 @@ impl Config {
         Ok(config)
     }
 
+    /// Every core of this machine but one, and at least one: what a server embeds its writes
+    /// on unless `embed_threads` says otherwise.
+    pub fn cores_but_one() -> usize {
+        std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .saturating_sub(1)
+            .max(1)
+    }
+
     pub fn validate(&self) -> Result<(), EngineError> {
         self.segmenter.validate().map_err(EngineError::Config)?;
+        if self.embed_threads == Some(0) {
+            return Err(EngineError::Config(
+                "embed_threads must be at least 1 (leave it out for every core)".into(),
+            ));
+        }
         if self.recall.candidates == 0 || self.recall.default_k == 0 {
             return Err(EngineError::Config(
                 "recall.candidates and recall.default_k must be at least 1".into(),
@@ -164,5 +183,18 @@ mod tests {
         documented.ingest_batch = Config::default().ingest_batch;
         documented.llm = aril_llm::LlmSettings::default();
         assert_eq!(documented, Config::default());
+    }
+
+    #[test]
+    fn no_embedding_threads_is_refused_and_a_server_leaves_a_core_where_there_are_two() {
+        let none = Config {
+            embed_threads: Some(0),
+            ..Config::default()
+        };
+        let err = none.validate().unwrap_err().to_string();
+        assert!(err.contains("embed_threads must be at least 1"), "{err}");
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let serving = Config::cores_but_one();
+        assert!(serving >= 1 && (cores == 1 || serving < cores));
     }
 }

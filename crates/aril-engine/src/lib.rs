@@ -319,7 +319,11 @@ impl Engine {
             .onnxruntime
             .clone()
             .unwrap_or_else(aril_embed::default_runtime_path);
-        let model: Arc<dyn Embedder> = Arc::new(MiniLm::load_with_runtime(&dir, &runtime)?);
+        let model: Arc<dyn Embedder> = Arc::new(MiniLm::load_with_runtime(
+            &dir,
+            &runtime,
+            self.config.embed_threads,
+        )?);
         *loaded = Some(model.clone());
         Ok(model)
     }

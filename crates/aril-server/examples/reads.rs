@@ -57,7 +57,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut engine = Engine::open_existing_at(
         dir.path(),
         &aril_engine::StoreAt::Embedded,
-        Config::default(),
+        // As `aril serve` configures it: writes embed on every core but one.
+        Config {
+            embed_threads: Some(Config::cores_but_one()),
+            ..Config::default()
+        },
         None,
     )?;
     let key = engine.create_api_key(None)?;
