@@ -93,6 +93,11 @@ impl ScopeFilter {
         }
     }
 
+    /// True when the filter keeps only one agent or one run of its user.
+    pub fn narrowed(&self) -> bool {
+        self.agent_id.is_some() || self.run_id.is_some()
+    }
+
     /// True when `scope` lies inside this filter.
     pub fn admits(&self, scope: &Scope) -> bool {
         scope.user_id == self.user_id

@@ -260,19 +260,8 @@ impl LexicalIndex {
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)
             .try_into()?;
-        let word_analyzer = TextAnalyzer::builder(SimpleTokenizer::default())
-            .filter(RemoveLongFilter::limit(40))
-            .filter(LowerCaser)
-            .filter(Stemmer::new(Language::English))
-            .build();
-        let query_analyzer = TextAnalyzer::builder(SimpleTokenizer::default())
-            .filter(RemoveLongFilter::limit(40))
-            .filter(LowerCaser)
-            .filter(StopWordFilter::remove(
-                QUERY_STOP_WORDS.iter().map(|w| w.to_string()),
-            ))
-            .filter(Stemmer::new(Language::English))
-            .build();
+        let word_analyzer = en_stem(&[]);
+        let query_analyzer = en_stem(QUERY_STOP_WORDS);
         Ok(Self {
             index,
             reader,
@@ -533,7 +522,7 @@ impl LexicalIndex {
         // role; of those, the units it returns: the namespaces of `roles`.
         let counted = Namespace::all(&filter.user_id, kinds, None);
         let returned = Namespace::all(&filter.user_id, kinds, roles);
-        let narrowed = filter.agent_id.is_some() || filter.run_id.is_some();
+        let narrowed = filter.narrowed();
         let in_namespaces = any_of(f.namespace, counted.iter().map(Namespace::as_str));
         let units: Box<dyn Query> = match narrowed {
             true => Box::new(BooleanQuery::new(vec![
@@ -544,9 +533,7 @@ impl LexicalIndex {
         };
         let searcher = self.reader.searcher();
         let key = (filter.clone(), kinds.to_vec());
-        let docs = self
-            .scopes
-            .get(&searcher, &key, units.as_ref(), f.words, narrowed)?;
+        let docs = self.scopes.get(&searcher, &key, units.as_ref(), f.words)?;
         if docs.is_empty() || returned.is_empty() {
             return Ok(Vec::new());
         }
@@ -615,6 +602,19 @@ impl LexicalIndex {
         hits.truncate(k);
         Ok(hits)
     }
+}
+
+/// tantivy's `en_stem` (words split on what is not alphanumeric, those over 40 bytes dropped,
+/// lowercased, English Snowball stems) with `stop_words` removed before stemming.
+fn en_stem(stop_words: &[&str]) -> TextAnalyzer {
+    TextAnalyzer::builder(SimpleTokenizer::default())
+        .filter(RemoveLongFilter::limit(40))
+        .filter(LowerCaser)
+        .filter(StopWordFilter::remove(
+            stop_words.iter().map(|w| w.to_string()),
+        ))
+        .filter(Stemmer::new(Language::English))
+        .build()
 }
 
 /// A query for the documents whose `field` holds any of `values`.

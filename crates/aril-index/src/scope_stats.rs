@@ -95,8 +95,8 @@ pub(crate) struct ScopeCache {
 const CACHED_ENTRIES: usize = 4096;
 
 impl ScopeCache {
-    /// The units `scope` (the query for `key`) admits in each segment of `searcher`. With
-    /// `narrowed`, the units themselves are kept, for [`ScopeStats::doc_freq`] to check
+    /// The units `scope` (the query for `key`) admits in each segment of `searcher`. For a
+    /// narrowed filter, the units themselves are kept, for [`ScopeStats::doc_freq`] to check
     /// postings against.
     pub(crate) fn get(
         &self,
@@ -104,8 +104,8 @@ impl ScopeCache {
         key: &ScopeKey,
         scope: &dyn Query,
         words: Field,
-        narrowed: bool,
     ) -> tantivy::Result<ScopeDocs> {
+        let narrowed = key.0.narrowed();
         let readers = searcher.segment_readers();
         let keys: Vec<CacheKey> = readers
             .iter()

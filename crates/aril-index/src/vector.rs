@@ -320,7 +320,7 @@ impl Block {
         };
         // A unit has about two chunks: three times `k` chunks name enough distinct units. A
         // filter narrower than the user may drop most of them: then ask for more.
-        let narrowed = filter.agent_id.is_some() || filter.run_id.is_some();
+        let narrowed = filter.narrowed();
         let mut count = (3 * k).max(k + 32);
         loop {
             let keys = ann.search(query, count, None)?;
