@@ -1090,3 +1090,157 @@ fn a_role_restricted_word_search_returns_those_roles_turns_scored_as_among_all(p
     assert_eq!(find(aril_core::UnitKind::Segment, None).len(), 1);
     assert!(find(aril_core::UnitKind::Segment, Some(&[Role::User])).is_empty());
 }
+
+/// The word statistics PostgreSQL's triggers keep equal what its postings hold after every
+/// kind of write (turns, windows, segments, a revision, a single-turn deletion with its
+/// replacement segment), and a deleted user leaves no word, count or posting behind.
+#[test]
+fn postgres_word_statistics_follow_every_write_and_deletion() {
+    let place = Place::postgres();
+    let Place::Postgres(db) = &place else {
+        unreachable!("a PostgreSQL place")
+    };
+    let mut admin = ::postgres::Client::connect(db.url(), ::postgres::NoTls).unwrap();
+    // Rows where the counters and a recount of the postings disagree, and the postings count.
+    let disagreements = |admin: &mut ::postgres::Client| -> (i64, i64) {
+        let postings = "(SELECT * FROM turn_postings UNION ALL SELECT * FROM segment_postings \
+                         UNION ALL SELECT * FROM card_postings)";
+        let terms: i64 = admin
+            .query_one(
+                &format!(
+                    "SELECT COUNT(*) FROM ( \
+                       (SELECT user_id, agent_id, run_id, kind, lexeme, n FROM lexical_terms \
+                        EXCEPT SELECT user_id, agent_id, run_id, kind, lexeme, COUNT(*) \
+                        FROM {postings} p GROUP BY 1, 2, 3, 4, 5) \
+                       UNION ALL \
+                       (SELECT user_id, agent_id, run_id, kind, lexeme, COUNT(*) FROM {postings} p \
+                        GROUP BY 1, 2, 3, 4, 5 EXCEPT \
+                        SELECT user_id, agent_id, run_id, kind, lexeme, n FROM lexical_terms)) d"
+                ),
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        let recount = format!(
+            "SELECT user_id, agent_id, run_id, kind, COUNT(*)::BIGINT, SUM(len)::BIGINT FROM \
+             (SELECT DISTINCT user_id, agent_id, run_id, kind, unit_id, len FROM {postings} p) u \
+             GROUP BY 1, 2, 3, 4"
+        );
+        let totals: i64 = admin
+            .query_one(
+                &format!(
+                    "SELECT COUNT(*) FROM ( \
+                       (SELECT user_id, agent_id, run_id, kind, units, length FROM lexical_totals \
+                        EXCEPT {recount}) UNION ALL ({recount} EXCEPT \
+                        SELECT user_id, agent_id, run_id, kind, units, length FROM lexical_totals)) d"
+                ),
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        let count: i64 = admin
+            .query_one(&format!("SELECT COUNT(*) FROM {postings} p"), &[])
+            .unwrap()
+            .get(0);
+        (terms + totals, count)
+    };
+    let mut store = place.open();
+    let turns = fill(&mut *store, "u");
+    fill(&mut *store, "v");
+    let (wrong, postings) = disagreements(&mut admin);
+    assert_eq!(wrong, 0);
+    assert!(postings > 0);
+    let v2 = turn("u", 20);
+    revise(&mut *store, &turns[0], v2.clone(), 2);
+    let holding = store.segments_holding(&[turns[0].turn.id.clone()]).unwrap();
+    let mut replacement = segment("u", &[&turns[1], &turns[2]]);
+    replacement.text_hash = "seg-u-rebuilt".into();
+    store
+        .delete_turns(TurnDeletion {
+            turns: vec![turns[0].turn.id.clone(), v2.turn.id.clone()],
+            segments: vec![holding[0].id.clone()],
+            replacements: vec![replacement],
+            embeddings: vec![embedding("seg-u-rebuilt")],
+            open_segments: vec![],
+        })
+        .unwrap();
+    assert_eq!(disagreements(&mut admin).0, 0);
+    store.delete(&ScopeFilter::user("u")).unwrap();
+    assert_eq!(disagreements(&mut admin).0, 0);
+    for table in [
+        "lexical_terms",
+        "lexical_totals",
+        "turn_postings",
+        "segment_postings",
+    ] {
+        let left: i64 = admin
+            .query_one(
+                &format!("SELECT COUNT(*) FROM {table} WHERE user_id = 'u'"),
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        assert_eq!(left, 0, "{table} keeps rows of a deleted user");
+    }
+    let kept: i64 = admin
+        .query_one(
+            "SELECT COUNT(*) FROM lexical_terms WHERE user_id = 'v'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(kept > 0, "another user's words are kept");
+}
+
+/// A database an aril of schema 3 indexed (words as `tsvector`s only) is searched by its
+/// postings after `migrate`, with the statistics counted from them.
+#[test]
+fn postgres_migrating_schema_3_makes_postings_of_what_it_indexed() {
+    let db = ScratchDatabase::at_version(3).unwrap_or_else(|e| panic!("{e}"));
+    let mut client = ::postgres::Client::connect(db.url(), ::postgres::NoTls).unwrap();
+    client
+        .batch_execute(
+            "INSERT INTO turns (id, user_id, conversation, role, speaker, text, text_hash, \
+             ingest_time, tsv, wtsv) VALUES \
+             ('t1', 'u', 'c', 'user', 'Ana', 'My bicycle is red', 'h1', now(), \
+              to_tsvector('english', 'Ana: My bicycle is red'), \
+              to_tsvector('english', 'Ana: My bicycle is red Ana: The train was late')), \
+             ('t2', 'u', 'c', 'user', 'Ana', 'The train was late', 'h2', now(), \
+              to_tsvector('english', 'Ana: The train was late'), \
+              to_tsvector('english', 'Ana: My bicycle is red Ana: The train was late'));",
+        )
+        .unwrap();
+    assert_eq!(
+        PgStore::migrate(db.url()).unwrap(),
+        aril_store::PG_SCHEMA_VERSION
+    );
+    let store = PgStore::open(db.url()).unwrap();
+    let search = store.searcher();
+    let u = ScopeFilter::user("u");
+    let hits = search
+        .lexical(&u, "a red bicycle", 5, UnitKind::Turn, None)
+        .unwrap();
+    assert_eq!(
+        hits.iter().map(|h| h.unit.as_str()).collect::<Vec<_>>(),
+        vec!["t1"]
+    );
+    assert_eq!(
+        search
+            .lexical(&u, "late train", 5, UnitKind::Window, None)
+            .unwrap()
+            .len(),
+        2
+    );
+    let (units, ana): (i64, i64) = {
+        let r = client
+            .query_one(
+                "SELECT (SELECT units FROM lexical_totals WHERE user_id = 'u' AND kind = 0), \
+                        (SELECT n FROM lexical_terms WHERE user_id = 'u' AND kind = 0 \
+                         AND lexeme = 'ana')",
+                &[],
+            )
+            .unwrap();
+        (r.get(0), r.get(1))
+    };
+    assert_eq!((units, ana), (2, 2));
+}

@@ -1,16 +1,20 @@
 //! Search inside PostgreSQL: every unit's chunk vectors are rows of `turn_chunks`,
 //! `segment_chunks` or `card_chunks` (pgvector, a partial HNSW index per vector size), and its
-//! searchable text is a `tsvector` (GIN) that BM25 is computed over in SQL. Writers index a unit
-//! in the transaction that stores it ([`index_turns`], [`index_segments`], [`index_cards`]), so
-//! a unit is searchable by every process the moment it is committed, and deleting the unit
-//! deletes its rows (foreign keys, `ON DELETE CASCADE`).
+//! searchable text a `tsvector` whose lexemes are rows of a postings table (`turn_postings`,
+//! with windows as a second kind, `segment_postings`, `card_postings`). Writers index a unit in
+//! the transaction that stores it ([`index_turns`], [`index_segments`], [`index_cards`]), so a
+//! unit is searchable by every process the moment it is committed, and deleting the unit deletes
+//! its rows (foreign keys, `ON DELETE CASCADE`).
 //!
 //! Dense search is approximate where the planner uses HNSW (pgvector 0.8 iterative scans, so a
 //! scope filter still fills `k`); exact where it scans a small scope. BM25 uses tantivy's formula
 //! (k1 = 1.2, b = 0.75, idf = ln(1 + (N - n + 0.5) / (n + 0.5))) with PostgreSQL's `english`
 //! configuration (Snowball stemming, stop words dropped), its statistics taken over the units of
-//! the filter, where tantivy takes them over the whole index: rankings differ slightly between
-//! the backends (measured in `docs/postgres.md`).
+//! the filter (counted by the database's triggers as postings come and go: schema 4), where
+//! tantivy takes them over the whole index: rankings differ slightly between the backends
+//! (measured in `docs/postgres.md`). It reads at most [`POSTINGS_PER_WORD`] postings per word of
+//! the question, best first by their weight, so its cost does not grow with the scope; that
+//! makes it approximate for words more common than that.
 
 use std::collections::HashMap;
 
@@ -33,9 +37,14 @@ struct Tables {
     units: &'static str,
     chunks: &'static str,
     id: &'static str,
-    /// The `tsvector` column BM25 reads, and its length column.
+    /// The `tsvector` column a unit's postings are made from, and its length column.
     tsv: &'static str,
     tsv_len: &'static str,
+    /// The table of the kind's postings, and the kind's code in it and in the statistics.
+    postings: &'static str,
+    code: i16,
+    /// The role a posting records (only turns have one).
+    role: &'static str,
 }
 
 fn tables(kind: UnitKind) -> Tables {
@@ -46,6 +55,9 @@ fn tables(kind: UnitKind) -> Tables {
             id: "turn_id",
             tsv: "tsv",
             tsv_len: "tsv_len",
+            postings: "turn_postings",
+            code: 0,
+            role: "u.role",
         },
         UnitKind::Segment => Tables {
             units: "segments",
@@ -53,6 +65,9 @@ fn tables(kind: UnitKind) -> Tables {
             id: "segment_id",
             tsv: "tsv",
             tsv_len: "tsv_len",
+            postings: "segment_postings",
+            code: 2,
+            role: "''",
         },
         UnitKind::Card => Tables {
             units: "cards",
@@ -60,6 +75,9 @@ fn tables(kind: UnitKind) -> Tables {
             id: "card_id",
             tsv: "tsv",
             tsv_len: "tsv_len",
+            postings: "card_postings",
+            code: 3,
+            role: "''",
         },
         // A window is a turn's second text; it has no vectors of its own.
         UnitKind::Window => Tables {
@@ -68,6 +86,9 @@ fn tables(kind: UnitKind) -> Tables {
             id: "turn_id",
             tsv: "wtsv",
             tsv_len: "wtsv_len",
+            postings: "turn_postings",
+            code: 1,
+            role: "u.role",
         },
     }
 }
@@ -156,7 +177,12 @@ pub(super) fn put_chunks(
     Ok(())
 }
 
-/// Sets units' `tsvector` from the text they are searched by.
+/// The length (in tokens) at which a posting's `weight` is taken: a typical turn's. The weight
+/// only orders a lexeme's postings (which are read first); scores use the scope's mean length.
+const WEIGHT_LENGTH: f64 = 32.0;
+
+/// Sets units' `tsvector` from the text they are searched by, and replaces their postings
+/// (whose statistics the database's triggers count).
 fn put_texts(
     client: &mut impl GenericClient,
     kind: UnitKind,
@@ -169,14 +195,50 @@ fn put_texts(
         .iter()
         .map(|(id, text)| (id.as_str(), text.as_str()))
         .unzip();
+    let t = tables(kind);
+    // Only the units whose words changed get new postings: a window a new turn would widen
+    // past its length limit keeps its words, and its postings.
+    let changed: Vec<String> = client
+        .query(
+            &format!(
+                "UPDATE {units} u SET {tsv} = v.tsv \
+                 FROM (SELECT id, to_tsvector('{TS_CONFIG}', body) AS tsv \
+                       FROM unnest($1::TEXT[], $2::TEXT[]) AS v (id, body)) v \
+                 WHERE u.id = v.id AND u.{tsv} IS DISTINCT FROM v.tsv RETURNING u.id",
+                units = t.units,
+                tsv = t.tsv
+            ),
+            &[&ids, &bodies],
+        )?
+        .iter()
+        .map(|r| r.try_get(0))
+        .collect::<Result<_, _>>()?;
+    if changed.is_empty() {
+        return Ok(());
+    }
     client.execute(
         &format!(
-            "UPDATE {} u SET {} = to_tsvector('{TS_CONFIG}', v.body) \
-             FROM unnest($1::TEXT[], $2::TEXT[]) AS v (id, body) WHERE u.id = v.id",
-            tables(kind).units,
-            tables(kind).tsv
+            "DELETE FROM {} WHERE kind = $1 AND unit_id = ANY($2)",
+            t.postings
         ),
-        &[&ids, &bodies],
+        &[&t.code, &changed],
+    )?;
+    client.execute(
+        &format!(
+            "INSERT INTO {postings} \
+             (unit_id, kind, user_id, agent_id, run_id, role, lexeme, tf, len, weight) \
+             SELECT u.id, $1, u.user_id, u.agent_id, u.run_id, {role}, w.lexeme, f.tf, u.{len}, \
+                    f.tf / (f.tf + 1.2 * (0.25 + 0.75 * u.{len} / {WEIGHT_LENGTH:.1})) \
+             FROM {units} u CROSS JOIN LATERAL unnest(u.{tsv}) w \
+                  CROSS JOIN LATERAL (SELECT COALESCE(array_length(w.positions, 1), 1) AS tf) f \
+             WHERE u.id = ANY($2)",
+            postings = t.postings,
+            role = t.role,
+            len = t.tsv_len,
+            units = t.units,
+            tsv = t.tsv,
+        ),
+        &[&t.code, &changed],
     )?;
     Ok(())
 }
@@ -415,6 +477,12 @@ fn current_only(kind: UnitKind, column: &str) -> String {
     }
 }
 
+/// Postings read per word of a question, best weight first. A word held by more units than
+/// this adds to the scores of its best postings only: a unit found by a rarer word but beyond
+/// this rank in a common one misses that word's (small, common-word) part of its score, and a
+/// unit holding only common words beyond this rank in each is not found.
+const POSTINGS_PER_WORD: usize = 2000;
+
 /// Search inside a PostgreSQL store (pgvector HNSW over chunk rows, BM25 over `tsvector`
 /// columns), which indexes each unit in the commit that stores it, so every process sharing the
 /// store sees the same index the moment a write commits. A handle on the store's reader
@@ -506,7 +574,9 @@ impl PgSearch {
     }
 
     /// The `k` units of `kind` inside the filter with the best BM25 score (k1 = 1.2, b = 0.75,
-    /// statistics over the filter's units of that kind) for the words of `query`, best first.
+    /// statistics over the filter's units of that kind, superseded cards included) for the
+    /// words of `query`, best first, summed over each word's best [`POSTINGS_PER_WORD`]
+    /// postings.
     /// With `roles`, only the turns (or windows) of turns of those roles are returned, while
     /// the statistics still count every unit of the kind; segments and cards have no role, so a
     /// role restriction finds none of them.
@@ -524,36 +594,42 @@ impl PgSearch {
             return Ok(Vec::new());
         }
         let t = tables(kind);
-        let (scope, mut args) = filter_clause("u.", filter, 2);
-        let current = current_only(kind, "u.id");
+        let code = t.code;
+        let (scope, mut args) = filter_clause("p.", filter, 2);
+        let (stats_scope, _) = filter_clause("t.", filter, 2);
+        let current = current_only(kind, "p.unit_id");
         let returned = match roles {
             Some(roles) => {
                 let names: Vec<&str> = roles.iter().map(|r| r.as_str()).collect();
                 args.push(names.join(","));
-                format!("u.role = ANY(string_to_array(${}, ','))", args.len() + 1)
+                format!(
+                    " AND p.role = ANY(string_to_array(${}, ','))",
+                    args.len() + 1
+                )
             }
-            None => "TRUE".to_string(),
+            None => String::new(),
         };
-        // Any query word matches (OR); BM25 over the matches, with N and the mean length over the
-        // filter's units, and each word's document frequency counted among the matches (every
-        // unit holding the word is one). The role restriction picks the units returned only.
+        // Each word's idf from the counted document frequencies of the filter's scopes; per
+        // word, its best postings by weight (an index range, read in order); a unit's score sums
+        // the postings read. The role restriction picks the postings read, not the statistics.
         let sql = format!(
-            "WITH q AS (SELECT replace(plainto_tsquery('{TS_CONFIG}', $1)::TEXT, ' & ', ' | ')::tsquery AS tq, \
-                    ARRAY(SELECT lexeme FROM unnest(to_tsvector('{TS_CONFIG}', $1))) AS words), \
-             hits AS (SELECT u.id, {returned} AS returned, u.{len} AS tsv_len, w.lexeme, \
-                    COALESCE(array_length(w.positions, 1), 1) AS tf \
-                    FROM {units} u CROSS JOIN q CROSS JOIN LATERAL unnest(u.{tsv}) w \
-                    WHERE {scope}{current} AND u.{tsv} @@ q.tq AND w.lexeme = ANY(q.words)), \
-             df AS (SELECT lexeme, COUNT(*)::FLOAT8 AS n FROM hits GROUP BY lexeme), \
-             st AS (SELECT COUNT(*)::FLOAT8 AS n, GREATEST(COALESCE(AVG(u.{len}), 1), 1)::FLOAT8 AS avgdl \
-                    FROM {units} u WHERE {scope}{current} AND u.{tsv} IS NOT NULL) \
-             SELECT h.id, SUM(LN(1 + (st.n - df.n + 0.5) / (df.n + 0.5)) * h.tf * 2.2 \
-                    / (h.tf + 1.2 * (0.25 + 0.75 * h.tsv_len / st.avgdl)))::FLOAT8 AS score \
-             FROM hits h JOIN df USING (lexeme) CROSS JOIN st WHERE h.returned \
-             GROUP BY h.id ORDER BY score DESC, h.id LIMIT {k}",
-            units = t.units,
-            tsv = t.tsv,
-            len = t.tsv_len,
+            "WITH words AS (SELECT DISTINCT lexeme FROM unnest(to_tsvector('{TS_CONFIG}', $1))), \
+             st AS (SELECT COALESCE(SUM(t.units), 0)::FLOAT8 AS n, \
+                    GREATEST(COALESCE(SUM(t.length)::FLOAT8 / NULLIF(SUM(t.units), 0), 1), 1) AS avgdl \
+                    FROM lexical_totals t WHERE t.kind = {code} AND {stats_scope}), \
+             idf AS (SELECT w.lexeme, LN(1 + (st.n - d.n + 0.5) / (d.n + 0.5)) AS w \
+                    FROM words w CROSS JOIN st CROSS JOIN LATERAL ( \
+                        SELECT COALESCE(SUM(t.n), 0)::FLOAT8 AS n FROM lexical_terms t \
+                        WHERE t.kind = {code} AND t.lexeme = w.lexeme AND {stats_scope}) d \
+                    WHERE d.n > 0) \
+             SELECT p.unit_id, SUM(i.w * p.tf * 2.2 \
+                    / (p.tf + 1.2 * (0.25 + 0.75 * p.len / st.avgdl)))::FLOAT8 AS score \
+             FROM idf i CROSS JOIN st CROSS JOIN LATERAL ( \
+                 SELECT p.unit_id, p.tf, p.len FROM {postings} p \
+                 WHERE {scope} AND p.kind = {code} AND p.lexeme = i.lexeme{returned}{current} \
+                 ORDER BY p.weight DESC LIMIT {POSTINGS_PER_WORD}) p \
+             GROUP BY p.unit_id ORDER BY score DESC, p.unit_id LIMIT {k}",
+            postings = t.postings,
         );
         let mut all: Vec<&(dyn ToSql + Sync)> = vec![&query];
         all.extend(params(&args));
