@@ -25,9 +25,9 @@ CREATE TABLE turn_postings (
     lexeme   TEXT NOT NULL,
     tf       INTEGER NOT NULL,
     len      INTEGER NOT NULL,
-    weight   REAL NOT NULL,
-    PRIMARY KEY (kind, unit_id, lexeme)
+    weight   REAL NOT NULL
 );
+CREATE INDEX turn_postings_unit ON turn_postings (unit_id);
 CREATE INDEX turn_postings_best ON turn_postings (user_id, kind, lexeme, weight DESC)
     INCLUDE (unit_id, tf, len, agent_id, run_id, role);
 
@@ -41,9 +41,9 @@ CREATE TABLE segment_postings (
     lexeme   TEXT NOT NULL,
     tf       INTEGER NOT NULL,
     len      INTEGER NOT NULL,
-    weight   REAL NOT NULL,
-    PRIMARY KEY (kind, unit_id, lexeme)
+    weight   REAL NOT NULL
 );
+CREATE INDEX segment_postings_unit ON segment_postings (unit_id);
 CREATE INDEX segment_postings_best ON segment_postings (user_id, kind, lexeme, weight DESC)
     INCLUDE (unit_id, tf, len, agent_id, run_id);
 
@@ -57,9 +57,9 @@ CREATE TABLE card_postings (
     lexeme   TEXT NOT NULL,
     tf       INTEGER NOT NULL,
     len      INTEGER NOT NULL,
-    weight   REAL NOT NULL,
-    PRIMARY KEY (kind, unit_id, lexeme)
+    weight   REAL NOT NULL
 );
+CREATE INDEX card_postings_unit ON card_postings (unit_id);
 CREATE INDEX card_postings_best ON card_postings (user_id, kind, lexeme, weight DESC)
     INCLUDE (unit_id, tf, len, agent_id, run_id);
 
