@@ -1103,8 +1103,14 @@ fn postgres_word_statistics_follow_every_write_and_deletion() {
     let mut admin = ::postgres::Client::connect(db.url(), ::postgres::NoTls).unwrap();
     // Rows where the counters and a recount of the postings disagree, and the postings count.
     let disagreements = |admin: &mut ::postgres::Client| -> (i64, i64) {
-        let postings = "(SELECT * FROM turn_postings UNION ALL SELECT * FROM segment_postings \
-                         UNION ALL SELECT * FROM card_postings)";
+        // Every posting under the kinds it counts for: a word a turn shares with its window
+        // (kind 4) is the turn's (0) and the window's (1).
+        let postings = "(SELECT p.user_id, p.agent_id, p.run_id, k.kind, p.lexeme, p.unit_id, p.len \
+                         FROM (SELECT * FROM turn_postings UNION ALL SELECT * FROM segment_postings \
+                               UNION ALL SELECT * FROM card_postings) p \
+                         CROSS JOIN LATERAL (SELECT p.kind WHERE p.kind <> 4 \
+                              UNION ALL SELECT 0 WHERE p.kind = 4 \
+                              UNION ALL SELECT 1 WHERE p.kind = 4) k (kind))";
         let terms: i64 = admin
             .query_one(
                 &format!(
@@ -1147,6 +1153,30 @@ fn postgres_word_statistics_follow_every_write_and_deletion() {
     let mut store = place.open();
     let turns = fill(&mut *store, "u");
     fill(&mut *store, "v");
+    // A turn alone in its conversation: its window holds its words only.
+    let mut alone = turn("u", 30);
+    alone.turn.turn.conversation = "alone".into();
+    alone.turn.id = alone.turn.turn.id();
+    store
+        .commit(WriteBatch {
+            turns: vec![alone.clone()],
+            segments: vec![],
+            open_segments: vec![],
+            embeddings: vec![embedding(&alone.text_hash)],
+            revisions: vec![],
+        })
+        .unwrap();
+    let shared: i64 = admin
+        .query_one(
+            "SELECT COUNT(*) FROM turn_postings WHERE unit_id = $1 AND kind = 4",
+            &[&alone.turn.id.0],
+        )
+        .unwrap()
+        .get(0);
+    assert!(
+        shared > 0,
+        "a turn alone shares its postings with its window"
+    );
     let (wrong, postings) = disagreements(&mut admin);
     assert_eq!(wrong, 0);
     assert!(postings > 0);
@@ -1207,7 +1237,10 @@ fn postgres_migrating_schema_3_makes_postings_of_what_it_indexed() {
               to_tsvector('english', 'Ana: My bicycle is red Ana: The train was late')), \
              ('t2', 'u', 'c', 'user', 'Ana', 'The train was late', 'h2', now(), \
               to_tsvector('english', 'Ana: The train was late'), \
-              to_tsvector('english', 'Ana: My bicycle is red Ana: The train was late'));",
+              to_tsvector('english', 'Ana: My bicycle is red Ana: The train was late')), \
+             ('t3', 'u', 'd', 'user', 'Ana', 'A long letter', 'h3', now(), \
+              to_tsvector('english', 'Ana: A long letter'), \
+              to_tsvector('english', 'Ana: A long letter'));",
         )
         .unwrap();
     assert_eq!(
@@ -1242,5 +1275,24 @@ fn postgres_migrating_schema_3_makes_postings_of_what_it_indexed() {
             .unwrap();
         (r.get(0), r.get(1))
     };
-    assert_eq!((units, ana), (2, 2));
+    assert_eq!((units, ana), (3, 3));
+    // A turn whose window holds its words only has one posting per word, serving both.
+    let kinds: Vec<i16> = client
+        .query(
+            "SELECT DISTINCT kind FROM turn_postings WHERE unit_id = 't3'",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(kinds, vec![4]);
+    for kind in [UnitKind::Turn, UnitKind::Window] {
+        let hits = search.lexical(&u, "letter", 5, kind, None).unwrap();
+        assert_eq!(
+            hits.iter().map(|h| h.unit.as_str()).collect::<Vec<_>>(),
+            vec!["t3"],
+            "{kind:?}"
+        );
+    }
 }

@@ -411,12 +411,15 @@ pub(super) fn write_batch(
         )?;
     }
     // Searchable in the same commit: BM25 texts and chunk vector rows.
-    search::index_turn_records(tx, &added_turns)?;
+    let mut changed = search::index_turn_records(tx, &added_turns)?;
     let added_ids: Vec<TurnId> = added_turns.iter().map(|r| r.turn.id.clone()).collect();
     let windows = crate::windows_widened(&added_ids, |ids| {
         search::neighbourhoods(tx, &texts!(ids), aril_core::WINDOW_SPAN)
     })?;
-    search::put_windows(tx, &windows)?;
+    changed.extend(search::set_windows(tx, &windows)?);
+    changed.sort();
+    changed.dedup();
+    search::post_turns(tx, &changed)?;
     search::index_segments(tx, &added_segments)?;
     Ok(report)
 }

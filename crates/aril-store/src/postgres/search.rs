@@ -181,24 +181,28 @@ pub(super) fn put_chunks(
 /// only orders a lexeme's postings (which are read first); scores use the scope's mean length.
 const WEIGHT_LENGTH: f64 = 32.0;
 
-/// Sets units' `tsvector` from the text they are searched by, and replaces their postings
-/// (whose statistics the database's triggers count).
-fn put_texts(
+/// The posting kind of a word a turn and its window both hold when the window's words are the
+/// turn's (a long turn fills its window alone): one row serves both searches, and the triggers
+/// count it under both kinds.
+const SHARED_KIND: i16 = 4;
+
+/// Sets units' `tsvector` from the text they are searched by; returns the units whose words
+/// changed, whose postings [`post`] then replaces (a window a new turn would widen past its
+/// length limit keeps its words, and its postings).
+fn set_texts(
     client: &mut impl GenericClient,
     kind: UnitKind,
     texts: &[(String, String)],
-) -> Result<(), StoreError> {
+) -> Result<Vec<String>, StoreError> {
     if texts.is_empty() {
-        return Ok(());
+        return Ok(Vec::new());
     }
     let (ids, bodies): (Vec<&str>, Vec<&str>) = texts
         .iter()
         .map(|(id, text)| (id.as_str(), text.as_str()))
         .unzip();
     let t = tables(kind);
-    // Only the units whose words changed get new postings: a window a new turn would widen
-    // past its length limit keeps its words, and its postings.
-    let changed: Vec<String> = client
+    let changed = client
         .query(
             &format!(
                 "UPDATE {units} u SET {tsv} = v.tsv \
@@ -213,34 +217,76 @@ fn put_texts(
         .iter()
         .map(|r| r.try_get(0))
         .collect::<Result<_, _>>()?;
-    if changed.is_empty() {
+    Ok(changed)
+}
+
+/// The SELECT of the postings of units' `tsvector` column `tsv` (length column `len`) in
+/// `units` (alias `u`), as posting `kind`; `role` is the role each records.
+fn postings_of(units: &str, tsv: &str, len: &str, kind: &str, role: &str) -> String {
+    format!(
+        "SELECT u.id, {kind}, u.user_id, u.agent_id, u.run_id, {role}, w.lexeme, f.tf, u.{len}, \
+                f.tf / (f.tf + 1.2 * (0.25 + 0.75 * u.{len} / {WEIGHT_LENGTH:.1})) \
+         FROM {units} u CROSS JOIN LATERAL unnest(u.{tsv}) w \
+              CROSS JOIN LATERAL (SELECT COALESCE(array_length(w.positions, 1), 1) AS tf) f"
+    )
+}
+
+/// Replaces the postings of units of `kind` (the database's triggers count them). A turn's
+/// and its window's postings are replaced together: the words of a turn whose window holds
+/// the same words are posted once, as [`SHARED_KIND`].
+fn post(client: &mut impl GenericClient, kind: UnitKind, ids: &[String]) -> Result<(), StoreError> {
+    if ids.is_empty() {
         return Ok(());
     }
-    client.execute(
-        &format!(
-            "DELETE FROM {} WHERE kind = $1 AND unit_id = ANY($2)",
-            t.postings
-        ),
-        &[&t.code, &changed],
-    )?;
-    client.execute(
-        &format!(
-            "INSERT INTO {postings} \
-             (unit_id, kind, user_id, agent_id, run_id, role, lexeme, tf, len, weight) \
-             SELECT u.id, $1, u.user_id, u.agent_id, u.run_id, {role}, w.lexeme, f.tf, u.{len}, \
-                    f.tf / (f.tf + 1.2 * (0.25 + 0.75 * u.{len} / {WEIGHT_LENGTH:.1})) \
-             FROM {units} u CROSS JOIN LATERAL unnest(u.{tsv}) w \
-                  CROSS JOIN LATERAL (SELECT COALESCE(array_length(w.positions, 1), 1) AS tf) f \
-             WHERE u.id = ANY($2)",
-            postings = t.postings,
-            role = t.role,
-            len = t.tsv_len,
-            units = t.units,
-            tsv = t.tsv,
-        ),
-        &[&t.code, &changed],
-    )?;
+    let t = tables(kind);
+    const COLUMNS: &str =
+        "(unit_id, kind, user_id, agent_id, run_id, role, lexeme, tf, len, weight)";
+    if matches!(kind, UnitKind::Turn | UnitKind::Window) {
+        client.execute("DELETE FROM turn_postings WHERE unit_id = ANY($1)", &[&ids])?;
+        let turn_kind = format!(
+            "CASE WHEN u.wtsv = u.tsv THEN {SHARED_KIND} ELSE {} END",
+            tables(UnitKind::Turn).code
+        );
+        let turn = postings_of("turns", "tsv", "tsv_len", &turn_kind, "u.role");
+        let window = postings_of(
+            "turns",
+            "wtsv",
+            "wtsv_len",
+            &tables(UnitKind::Window).code.to_string(),
+            "u.role",
+        );
+        client.execute(
+            &format!(
+                "INSERT INTO turn_postings {COLUMNS} {turn} WHERE u.id = ANY($1) \
+                 UNION ALL {window} WHERE u.id = ANY($1) AND u.wtsv IS DISTINCT FROM u.tsv"
+            ),
+            &[&ids],
+        )?;
+    } else {
+        client.execute(
+            &format!("DELETE FROM {} WHERE unit_id = ANY($1)", t.postings),
+            &[&ids],
+        )?;
+        let rows = postings_of(t.units, t.tsv, t.tsv_len, &t.code.to_string(), t.role);
+        client.execute(
+            &format!(
+                "INSERT INTO {} {COLUMNS} {rows} WHERE u.id = ANY($1)",
+                t.postings
+            ),
+            &[&ids],
+        )?;
+    }
     Ok(())
+}
+
+/// Sets units' `tsvector`s and replaces the postings of those whose words changed.
+fn put_texts(
+    client: &mut impl GenericClient,
+    kind: UnitKind,
+    texts: &[(String, String)],
+) -> Result<(), StoreError> {
+    let changed = set_texts(client, kind, texts)?;
+    post(client, kind, &changed)
 }
 
 /// Per text hash, its cached chunk vectors under each model that has them.
@@ -284,23 +330,26 @@ pub(super) fn index_turns(
             text_hash: r.try_get(13)?,
         });
     }
-    index_turn_records(client, &records.iter().collect::<Vec<_>>())
+    let changed = index_turn_records(client, &records.iter().collect::<Vec<_>>())?;
+    post_turns(client, &changed)
 }
 
 /// [`index_turns`] for turns whose records the caller holds (a batch that has just stored
-/// them), without reading them back.
+/// them), without reading them back, and without their postings: returns the turns whose
+/// words changed, for [`post_turns`] once their windows are set too (one posting per word a
+/// turn shares with its window).
 pub(super) fn index_turn_records(
     client: &mut impl GenericClient,
     turns: &[&TurnRecord],
-) -> Result<(), StoreError> {
+) -> Result<Vec<String>, StoreError> {
     if turns.is_empty() {
-        return Ok(());
+        return Ok(Vec::new());
     }
     let texts: Vec<(String, String)> = turns
         .iter()
         .map(|r| (r.turn.id.0.clone(), r.turn.rendered()))
         .collect();
-    put_texts(client, UnitKind::Turn, &texts)?;
+    let changed = set_texts(client, UnitKind::Turn, &texts)?;
     let hashes: Vec<String> = turns.iter().map(|r| r.text_hash.clone()).collect();
     let vectors = cached_vectors(client, &hashes)?;
     let units: Vec<ChunkRows<'_>> = turns
@@ -318,7 +367,16 @@ pub(super) fn index_turn_records(
                 })
         })
         .collect();
-    put_chunks(client, UnitKind::Turn, &units)
+    put_chunks(client, UnitKind::Turn, &units)?;
+    Ok(changed)
+}
+
+/// Replaces the postings of turns (and their windows) whose words changed.
+pub(super) fn post_turns(
+    client: &mut impl GenericClient,
+    ids: &[String],
+) -> Result<(), StoreError> {
+    post(client, UnitKind::Turn, ids)
 }
 
 /// Indexes stored segments: the rendered text of their turns for BM25, and their cached (pooled)
@@ -446,25 +504,28 @@ pub(super) fn neighbourhoods(
         .collect())
 }
 
-/// Sets the window `tsvector` of the turns `centers` from their neighbourhoods as stored now.
+/// Sets the window `tsvector` of the turns `centers` from their neighbourhoods as stored now,
+/// with their postings.
 pub(super) fn index_windows(
     client: &mut impl GenericClient,
     centers: &[String],
 ) -> Result<(), StoreError> {
     let units = crate::window_units(&neighbourhoods(client, centers, aril_core::WINDOW_SPAN)?);
-    put_windows(client, &units)
+    let changed = set_windows(client, &units)?;
+    post_turns(client, &changed)
 }
 
-/// Writes window units' `tsvector`s.
-pub(super) fn put_windows(
+/// Writes window units' `tsvector`s; returns the turns whose window words changed, for
+/// [`post_turns`].
+pub(super) fn set_windows(
     client: &mut impl GenericClient,
     units: &[crate::UnitText],
-) -> Result<(), StoreError> {
+) -> Result<Vec<String>, StoreError> {
     let texts: Vec<(String, String)> = units
         .iter()
         .map(|u| (u.id.clone(), u.text.clone()))
         .collect();
-    put_texts(client, UnitKind::Window, &texts)
+    set_texts(client, UnitKind::Window, &texts)
 }
 
 /// Cards a newer card supersedes are not found (recall shows what holds now).
@@ -474,6 +535,14 @@ fn current_only(kind: UnitKind, column: &str) -> String {
             format!(" AND {column} NOT IN (SELECT supersedes FROM card_supersedes)")
         }
         _ => String::new(),
+    }
+}
+
+/// The posting kinds a search of `kind` reads.
+fn posting_kinds(kind: UnitKind) -> Vec<i16> {
+    match kind {
+        UnitKind::Turn | UnitKind::Window => vec![tables(kind).code, SHARED_KIND],
+        UnitKind::Segment | UnitKind::Card => vec![tables(kind).code],
     }
 }
 
@@ -609,6 +678,20 @@ impl PgSearch {
             }
             None => String::new(),
         };
+        // Per posting kind the kind holds (a turn's words and its window's share one where
+        // they are the same), a word's best postings: an index range read in order.
+        let best = posting_kinds(kind)
+            .iter()
+            .map(|posted| {
+                format!(
+                    "(SELECT p.unit_id, p.tf, p.len FROM {postings} p \
+                     WHERE {scope} AND p.kind = {posted} AND p.lexeme = i.lexeme{returned}{current} \
+                     ORDER BY p.weight DESC LIMIT {POSTINGS_PER_WORD})",
+                    postings = t.postings
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(" UNION ALL ");
         // Each word's idf from the counted document frequencies of the filter's scopes; per
         // word, its best postings by weight (an index range, read in order); a unit's score sums
         // the postings read. The role restriction picks the postings read, not the statistics.
@@ -624,12 +707,8 @@ impl PgSearch {
                     WHERE d.n > 0) \
              SELECT p.unit_id, SUM(i.w * p.tf * 2.2 \
                     / (p.tf + 1.2 * (0.25 + 0.75 * p.len / st.avgdl)))::FLOAT8 AS score \
-             FROM idf i CROSS JOIN st CROSS JOIN LATERAL ( \
-                 SELECT p.unit_id, p.tf, p.len FROM {postings} p \
-                 WHERE {scope} AND p.kind = {code} AND p.lexeme = i.lexeme{returned}{current} \
-                 ORDER BY p.weight DESC LIMIT {POSTINGS_PER_WORD}) p \
+             FROM idf i CROSS JOIN st CROSS JOIN LATERAL ({best}) p \
              GROUP BY p.unit_id ORDER BY score DESC, p.unit_id LIMIT {k}",
-            postings = t.postings,
         );
         let mut all: Vec<&(dyn ToSql + Sync)> = vec![&query];
         all.extend(params(&args));
