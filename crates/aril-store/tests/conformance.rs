@@ -39,6 +39,16 @@ impl Place {
         }
     }
 
+    /// A plain connection to a PostgreSQL place's database.
+    fn admin(&self) -> ::postgres::Client {
+        match self {
+            Place::Sqlite(_) => panic!("not a PostgreSQL place"),
+            Place::Postgres(db) => {
+                ::postgres::Client::connect(db.url(), ::postgres::NoTls).unwrap()
+            }
+        }
+    }
+
     /// The store's own search: PostgreSQL's (the embedded store has none; the engine indexes
     /// beside it, `aril_index::EmbeddedIndex`).
     fn searcher(&self) -> Option<PgSearch> {
@@ -1097,10 +1107,7 @@ fn a_role_restricted_word_search_returns_those_roles_turns_scored_as_among_all(p
 #[test]
 fn postgres_word_statistics_follow_every_write_and_deletion() {
     let place = Place::postgres();
-    let Place::Postgres(db) = &place else {
-        unreachable!("a PostgreSQL place")
-    };
-    let mut admin = ::postgres::Client::connect(db.url(), ::postgres::NoTls).unwrap();
+    let mut admin = place.admin();
     // Rows where the counters and a recount of the postings disagree, and the postings count.
     let disagreements = |admin: &mut ::postgres::Client| -> (i64, i64) {
         // Every posting under the kinds it counts for: a word a turn shares with its window
@@ -1295,4 +1302,50 @@ fn postgres_migrating_schema_3_makes_postings_of_what_it_indexed() {
             "{kind:?}"
         );
     }
+}
+
+/// A write transaction takes its user's advisory lock (the one the postings triggers count
+/// under) before anything else: a commit for a user whose lock another session holds waits
+/// for it in its first statement, and goes on once it is released.
+#[test]
+fn postgres_a_write_waits_for_its_users_lock_before_writing() {
+    let place = Place::postgres();
+    let mut holder = place.admin();
+    let mut held = holder.transaction().unwrap();
+    held.execute(
+        "SELECT pg_advisory_xact_lock(1634888044, hashtext('u'))",
+        &[],
+    )
+    .unwrap();
+    let mut store = place.open();
+    let writer = std::thread::spawn(move || fill(&mut *store, "u").len());
+    let mut watcher = place.admin();
+    // The waiting statement: the lock taken first, not a posting insert whose trigger waits.
+    let waiting = (0..200).find_map(|_| {
+        let row = watcher
+            .query_opt(
+                "SELECT query FROM pg_stat_activity WHERE datname = current_database() \
+                 AND wait_event_type = 'Lock' AND wait_event = 'advisory'",
+                &[],
+            )
+            .unwrap();
+        if row.is_none() {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        row.map(|r| r.get::<_, String>(0))
+    });
+    let waiting = waiting.unwrap_or_else(|| panic!("the commit did not wait for its user's lock"));
+    assert!(
+        waiting
+            .trim_start()
+            .starts_with("SELECT pg_advisory_xact_lock"),
+        "the commit waited in {waiting}"
+    );
+    held.commit().unwrap();
+    assert_eq!(writer.join().unwrap(), 3);
+    let written: i64 = watcher
+        .query_one("SELECT COUNT(*) FROM turns", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(written, 3);
 }

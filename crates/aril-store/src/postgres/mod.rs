@@ -305,12 +305,65 @@ fn turn_from_row(r: &Row) -> Result<Turn, StoreError> {
     })
 }
 
+/// Takes, first thing in a write transaction, the advisory locks of `users` that the postings
+/// triggers take when they count words (one per user, in user order, held to the commit): a
+/// writer then never waits for them while holding row locks another writer of the same user
+/// waits for, so writers of one user cannot deadlock on the counters.
+pub(super) fn lock_users<'a>(
+    tx: &mut impl GenericClient,
+    users: impl IntoIterator<Item = &'a str>,
+) -> Result<(), StoreError> {
+    let users: Vec<&str> = users.into_iter().collect();
+    if users.is_empty() {
+        return Ok(());
+    }
+    tx.execute(
+        "SELECT pg_advisory_xact_lock(1634888044, hashtext(u)) \
+         FROM (SELECT DISTINCT u FROM unnest($1::TEXT[]) u ORDER BY u) s",
+        &[&users],
+    )?;
+    Ok(())
+}
+
+/// The users of the turns `turns`, segments `segments` and cards `cards` as stored.
+fn users_of(
+    tx: &mut impl GenericClient,
+    turns: &[String],
+    segments: &[String],
+    cards: &[String],
+) -> Result<Vec<String>, StoreError> {
+    Ok(tx
+        .query(
+            "SELECT user_id FROM turns WHERE id = ANY($1) \
+             UNION SELECT user_id FROM segments WHERE id = ANY($2) \
+             UNION SELECT user_id FROM cards WHERE id = ANY($3)",
+            &[&turns, &segments, &cards],
+        )?
+        .iter()
+        .map(|r| r.try_get(0))
+        .collect::<Result<_, _>>()?)
+}
+
 /// Writes a batch inside an open transaction.
 pub(super) fn write_batch(
     tx: &mut Transaction<'_>,
     batch: &WriteBatch,
 ) -> Result<CommitReport, StoreError> {
     let mut report = CommitReport::default();
+    lock_users(
+        tx,
+        batch
+            .turns
+            .iter()
+            .map(|r| r.turn.turn.scope.user_id.as_str())
+            .chain(
+                batch
+                    .segments
+                    .iter()
+                    .map(|r| r.segment.scope.user_id.as_str()),
+            )
+            .chain(batch.open_segments.iter().map(|r| r.scope.user_id.as_str())),
+    )?;
     // The open segments first: a writer that lost the race fails before writing anything else,
     // and the winner holds the rows' locks until it commits.
     for rec in &batch.open_segments {
@@ -695,6 +748,7 @@ impl Store for PgStore {
         let report = {
             let client = self.writer();
             let mut tx = client.transaction()?;
+            lock_users(&mut tx, [filter.user_id.as_str()])?;
             let turns: i64 = tx
                 .query_one(&format!("SELECT COUNT(*) FROM turns WHERE {clause}"), &args)?
                 .get(0);
@@ -733,6 +787,8 @@ impl Store for PgStore {
         let report = {
             let client = self.writer();
             let mut tx = client.transaction()?;
+            let users = users_of(&mut tx, &turn_ids, &segment_ids, &[])?;
+            lock_users(&mut tx, users.iter().map(String::as_str))?;
             let mut hashes: Vec<String> = Vec::new();
             for (table, ids) in [("segments", &segment_ids), ("turns", &turn_ids)] {
                 for r in tx.query(
@@ -894,6 +950,7 @@ impl Store for PgStore {
     fn commit_cards(&mut self, batch: CardBatch) -> Result<(), StoreError> {
         let client = self.writer();
         let mut tx = client.transaction()?;
+        lock_users(&mut tx, [batch.scope.user_id.as_str()])?;
         cards::commit(&mut tx, &batch)?;
         tx.commit()?;
         Ok(())
@@ -902,6 +959,7 @@ impl Store for PgStore {
     fn append_cards(&mut self, new: &[Card], vectors: &[CardVectors]) -> Result<(), StoreError> {
         let client = self.writer();
         let mut tx = client.transaction()?;
+        lock_users(&mut tx, new.iter().map(|c| c.scope.user_id.as_str()))?;
         cards::insert(&mut tx, new)?;
         cards::put_vectors(&mut tx, vectors)?;
         tx.commit()?;
@@ -919,9 +977,11 @@ impl Store for PgStore {
 
     fn delete_cards(&mut self, ids: &[CardId]) -> Result<u64, StoreError> {
         let keys = texts!(ids);
-        let removed = self
-            .writer()
-            .execute("DELETE FROM cards WHERE id = ANY($1)", &[&keys])?;
+        let mut tx = self.writer().transaction()?;
+        let users = users_of(&mut tx, &[], &[], &keys)?;
+        lock_users(&mut tx, users.iter().map(String::as_str))?;
+        let removed = tx.execute("DELETE FROM cards WHERE id = ANY($1)", &[&keys])?;
+        tx.commit()?;
         self.vacuum(CARD_TABLES)?;
         Ok(removed)
     }
