@@ -241,41 +241,32 @@ fn post(client: &mut impl GenericClient, kind: UnitKind, ids: &[String]) -> Resu
     let t = tables(kind);
     const COLUMNS: &str =
         "(unit_id, kind, user_id, agent_id, run_id, role, lexeme, tf, len, weight)";
-    if matches!(kind, UnitKind::Turn | UnitKind::Window) {
-        client.execute("DELETE FROM turn_postings WHERE unit_id = ANY($1)", &[&ids])?;
+    client.execute(
+        &format!("DELETE FROM {} WHERE unit_id = ANY($1)", t.postings),
+        &[&ids],
+    )?;
+    let rows = if matches!(kind, UnitKind::Turn | UnitKind::Window) {
+        let (tw, ww) = (tables(UnitKind::Turn), tables(UnitKind::Window));
         let turn_kind = format!(
-            "CASE WHEN u.wtsv = u.tsv THEN {SHARED_KIND} ELSE {} END",
-            tables(UnitKind::Turn).code
+            "CASE WHEN u.{} = u.{} THEN {SHARED_KIND} ELSE {} END",
+            ww.tsv, tw.tsv, tw.code
         );
-        let turn = postings_of("turns", "tsv", "tsv_len", &turn_kind, "u.role");
-        let window = postings_of(
-            "turns",
-            "wtsv",
-            "wtsv_len",
-            &tables(UnitKind::Window).code.to_string(),
-            "u.role",
-        );
-        client.execute(
-            &format!(
-                "INSERT INTO turn_postings {COLUMNS} {turn} WHERE u.id = ANY($1) \
-                 UNION ALL {window} WHERE u.id = ANY($1) AND u.wtsv IS DISTINCT FROM u.tsv"
-            ),
-            &[&ids],
-        )?;
+        let turn = postings_of(tw.units, tw.tsv, tw.tsv_len, &turn_kind, tw.role);
+        let window = postings_of(ww.units, ww.tsv, ww.tsv_len, &ww.code.to_string(), ww.role);
+        format!(
+            "{turn} WHERE u.id = ANY($1) \
+             UNION ALL {window} WHERE u.id = ANY($1) AND u.{wtsv} IS DISTINCT FROM u.{tsv}",
+            wtsv = ww.tsv,
+            tsv = tw.tsv,
+        )
     } else {
-        client.execute(
-            &format!("DELETE FROM {} WHERE unit_id = ANY($1)", t.postings),
-            &[&ids],
-        )?;
         let rows = postings_of(t.units, t.tsv, t.tsv_len, &t.code.to_string(), t.role);
-        client.execute(
-            &format!(
-                "INSERT INTO {} {COLUMNS} {rows} WHERE u.id = ANY($1)",
-                t.postings
-            ),
-            &[&ids],
-        )?;
-    }
+        format!("{rows} WHERE u.id = ANY($1)")
+    };
+    client.execute(
+        &format!("INSERT INTO {} {COLUMNS} {rows}", t.postings),
+        &[&ids],
+    )?;
     Ok(())
 }
 
