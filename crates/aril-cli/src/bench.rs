@@ -94,7 +94,7 @@ pub(crate) fn bench_model(
     let model_dir = cli.model_dir.clone().unwrap_or_else(default_model_dir);
     Ok(match models::remote_embedder(&config.llm)? {
         Some(remote) => remote,
-        None => Arc::new(MiniLm::load(&model_dir)?),
+        None => Arc::new(MiniLm::load_with(&model_dir, &config.minilm_options())?),
     })
 }
 

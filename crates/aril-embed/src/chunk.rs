@@ -45,6 +45,24 @@ pub fn embed_chunked(
     embed_spans(embedder, texts, &spans)
 }
 
+/// Embeds a question for search: one unit vector, the sum of its chunks' vectors normalised (a
+/// question longer than the model reads is chunked like any text), by
+/// [`Embedder::embed_question_pieces`]. Never stored: a stored text is embedded by
+/// [`embed_chunked`] or [`embed_sentences`].
+pub fn embed_question(embedder: &dyn Embedder, question: &str) -> Result<Vec<f32>, EmbedError> {
+    let pieces = embedder.tokenize(question)?;
+    let seqs: Vec<&[u32]> = split_pieces(pieces.ids.len(), embedder.max_pieces() - 2)
+        .into_iter()
+        .map(|(a, b)| &pieces.ids[a..b])
+        .collect();
+    let mut qv = vec![0.0f32; embedder.dim()];
+    for v in embedder.embed_question_pieces(&seqs)? {
+        qv.iter_mut().zip(&v).for_each(|(a, b)| *a += b);
+    }
+    crate::normalize(&mut qv);
+    Ok(qv)
+}
+
 /// Embeds every text as its sentences ([`sentence_spans`] with `min_bytes`), each sentence
 /// chunked as [`embed_chunked`] chunks a text: a text saying several things gets a vector for
 /// each, so one of them is not averaged away by the rest. The chunks tile the text.

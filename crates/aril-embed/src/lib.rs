@@ -16,11 +16,14 @@ mod error;
 mod minilm;
 
 pub use chunk::{
-    Chunk, ChunkedText, embed_chunked, embed_sentences, embed_truncated, sentence_spans,
-    split_pieces,
+    Chunk, ChunkedText, embed_chunked, embed_question, embed_sentences, embed_truncated,
+    sentence_spans, split_pieces,
 };
 pub use error::EmbedError;
-pub use minilm::{MODEL_NAME, MiniLm, RUNTIME_VERSION, default_model_dir, default_runtime_path};
+pub use minilm::{
+    MODEL_NAME, MiniLm, MiniLmOptions, QUESTION_MODEL_FILE, QuestionWeights, RUNTIME_VERSION,
+    default_model_dir, default_runtime_path,
+};
 
 /// The word pieces of a text, without special tokens, with each piece's byte span in the text.
 #[derive(Debug, Clone, Default)]
@@ -43,6 +46,13 @@ pub trait Embedder: Send + Sync {
     /// Embeds piece sequences, each at most `max_pieces() - 2` long (the model adds its two special
     /// tokens). Returns one normalised vector per sequence, in order.
     fn embed_pieces(&self, seqs: &[&[u32]]) -> Result<Vec<Vec<f32>>, EmbedError>;
+    /// Embeds a question's piece sequences as [`Embedder::embed_pieces`] does, for vectors that
+    /// are compared with stored ones and never stored themselves: an embedder may run them on a
+    /// cheaper copy of its model ([`MiniLm`]: 8-bit weights, [`QuestionWeights`]). Default: the
+    /// same as `embed_pieces`.
+    fn embed_question_pieces(&self, seqs: &[&[u32]]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.embed_pieces(seqs)
+    }
 }
 
 /// Dot product of two vectors (the cosine similarity for normalised vectors).

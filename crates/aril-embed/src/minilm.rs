@@ -5,8 +5,13 @@
 //! `libonnxruntime.so` that the PyPI `onnxruntime` wheel ships (see [`default_runtime_path`]).
 //!
 //! Two sessions share the weights' packed copies: one runs large inputs on every core (or on the
-//! threads the caller gives), one runs a question on its caller's thread alone, so a search never
-//! waits behind a bulk embedding and concurrent searches each keep a core.
+//! threads the caller gives), one runs a small input on its caller's thread alone. Questions run
+//! on sessions of their own, one per core, each on its caller's thread, so a search never waits
+//! behind a bulk embedding and concurrent searches each keep a core; by default those run
+//! `model-questions-int8.onnx`, the same graph with 8-bit weights (per output channel), which
+//! `scripts/fetch-model` writes: a question embeds in about half the time, at a cosine of ~0.995
+//! to the full model's vector and the same recall (docs/benchmarks-scale.md). Stored texts always
+//! embed with the full weights.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, OnceLock};
@@ -15,7 +20,7 @@ use ort::environment::Environment;
 use ort::session::Session;
 use ort::session::builder::{GraphOptimizationLevel, PrepackedWeights};
 use ort::value::Tensor;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use tokenizers::Tokenizer;
 
 use crate::{EmbedError, Embedder, Pieces};
@@ -30,6 +35,41 @@ const BATCH: usize = 32;
 const SMALL_INPUT_PIECES: usize = 128;
 /// The files a model directory must hold.
 const MODEL_FILES: [&str; 3] = ["model.onnx", "tokenizer.json", "config.json"];
+/// The graph with 8-bit weights that questions run on ([`QuestionWeights::Int8`]), written by
+/// `scripts/fetch-model` from `model.onnx`.
+pub const QUESTION_MODEL_FILE: &str = "model-questions-int8.onnx";
+
+/// The weights a question is embedded with. Stored texts always use the full ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum QuestionWeights {
+    /// [`QUESTION_MODEL_FILE`]: 8-bit weights, about twice as fast on a CPU.
+    #[default]
+    Int8,
+    /// `model.onnx`, the weights stored texts are embedded with.
+    F32,
+}
+
+/// How [`MiniLm`] runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MiniLmOptions {
+    /// The `libonnxruntime.so` to load (one per process).
+    pub runtime: PathBuf,
+    /// Threads a large input runs on (every core when `None`).
+    pub bulk_threads: Option<usize>,
+    pub questions: QuestionWeights,
+}
+
+impl Default for MiniLmOptions {
+    /// ONNX Runtime from [`default_runtime_path`], every core, 8-bit questions.
+    fn default() -> Self {
+        Self {
+            runtime: default_runtime_path(),
+            bulk_threads: None,
+            questions: QuestionWeights::default(),
+        }
+    }
+}
 
 /// Where the model is looked for: `$ARIL_MODEL_DIR`, else `models/all-MiniLM-L6-v2` in the cache
 /// root (`$ARIL_CACHE`, else `~/.cache/aril`), where `scripts/fetch-model` puts it.
@@ -102,6 +142,9 @@ pub struct MiniLm {
     bulk: Mutex<Session>,
     /// Runs a small input on one thread.
     small: Mutex<Session>,
+    /// Run questions, each on one thread: one session per core (a session runs one input at a
+    /// time). Empty when questions run on the full weights (`small` and `bulk`).
+    questions: Vec<Mutex<Session>>,
     tokenizer: Tokenizer,
     cls: u32,
     sep: u32,
@@ -109,21 +152,21 @@ pub struct MiniLm {
 }
 
 impl MiniLm {
-    /// Loads the model from `dir` with ONNX Runtime from [`default_runtime_path`].
+    /// Loads the model from `dir` with the default [`MiniLmOptions`].
     pub fn load(dir: &Path) -> Result<Self, EmbedError> {
-        Self::load_with_runtime(dir, &default_runtime_path(), None)
+        Self::load_with(dir, &MiniLmOptions::default())
     }
 
-    /// Loads the model from `dir` with the ONNX Runtime library at `library`; large inputs run
-    /// on `bulk_threads` threads (every core when `None`). A missing file gives an error that
-    /// says how to fetch it.
-    pub fn load_with_runtime(
-        dir: &Path,
-        library: &Path,
-        bulk_threads: Option<usize>,
-    ) -> Result<Self, EmbedError> {
+    /// Loads the model from `dir` as `options` say. A missing file gives an error that says how
+    /// to fetch it.
+    pub fn load_with(dir: &Path, options: &MiniLmOptions) -> Result<Self, EmbedError> {
+        let question_file = match options.questions {
+            QuestionWeights::Int8 => Some(QUESTION_MODEL_FILE),
+            QuestionWeights::F32 => None,
+        };
         let missing: Vec<&str> = MODEL_FILES
             .into_iter()
+            .chain(question_file)
             .filter(|f| !dir.join(f).is_file())
             .collect();
         if !missing.is_empty() {
@@ -155,25 +198,35 @@ impl MiniLm {
         };
         let (cls, sep) = (special("[CLS]")?, special("[SEP]")?);
 
-        let environment = environment(library)?;
-        let packed = PrepackedWeights::new();
-        let bulk_threads = bulk_threads
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-            .max(1);
-        let session = |threads: usize| {
-            let model = dir.join("model.onnx");
+        let environment = environment(&options.runtime)?;
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let bulk_threads = options.bulk_threads.unwrap_or(cores).max(1);
+        // Sessions of one file share the packed copies of its weights.
+        let session = |file: &str, packed: &PrepackedWeights, threads: usize| {
+            let model = dir.join(file);
             Session::builder(environment)
                 .and_then(|b| Ok(b.with_optimization_level(GraphOptimizationLevel::All)?))
                 .and_then(|b| Ok(b.with_intra_threads(threads)?))
                 // Idle workers sleep instead of spinning: a server's searches need the cores.
                 .and_then(|b| Ok(b.with_intra_op_spinning(false)?))
-                .and_then(|b| Ok(b.with_prepacked_weights(&packed)?))
+                .and_then(|b| Ok(b.with_prepacked_weights(packed)?))
                 .and_then(|mut b| b.commit_from_file(&model))
                 .map_err(|e| load_err(format!("{}: {e}", model.display())))
         };
+        let full = PrepackedWeights::new();
+        let questions = match question_file {
+            Some(file) => {
+                let packed = PrepackedWeights::new();
+                (0..cores)
+                    .map(|_| session(file, &packed, 1).map(Mutex::new))
+                    .collect::<Result<Vec<_>, _>>()?
+            }
+            None => Vec::new(),
+        };
         Ok(Self {
-            bulk: Mutex::new(session(bulk_threads)?),
-            small: Mutex::new(session(1)?),
+            bulk: Mutex::new(session("model.onnx", &full, bulk_threads)?),
+            small: Mutex::new(session("model.onnx", &full, 1)?),
+            questions,
             tokenizer,
             cls,
             sep,
@@ -230,10 +283,22 @@ impl MiniLm {
         Ok(values.chunks_exact(self.dim).map(<[f32]>::to_vec).collect())
     }
 
-    /// Embeds `seqs` in length-sorted batches of [`BATCH`].
-    fn embed_batches(&self, seqs: &[&[u32]]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let pieces: usize = seqs.iter().map(|s| s.len()).sum();
-        let mut session = self.session_for(pieces);
+    /// A free question session, else the first one once it is free.
+    fn question_session(&self) -> Option<MutexGuard<'_, Session>> {
+        let free = self.questions.iter().find_map(|s| match s.try_lock() {
+            Ok(session) => Some(session),
+            Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        });
+        free.or_else(|| self.questions.first().map(lock))
+    }
+
+    /// Embeds `seqs` in length-sorted batches of [`BATCH`] on `session`.
+    fn embed_batches(
+        &self,
+        mut session: MutexGuard<'_, Session>,
+        seqs: &[&[u32]],
+    ) -> Result<Vec<Vec<f32>>, EmbedError> {
         // Sort by length so each batch pads little, then restore the caller's order.
         let mut order: Vec<usize> = (0..seqs.len()).collect();
         order.sort_by_key(|&i| seqs[i].len());
@@ -273,16 +338,33 @@ impl Embedder for MiniLm {
     }
 
     fn embed_pieces(&self, seqs: &[&[u32]]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let max = MAX_PIECES - 2;
-        if let Some(long) = seqs.iter().find(|s| s.len() > max) {
-            return Err(EmbedError::TooLong {
-                got: long.len(),
-                max,
-            });
-        }
-        if seqs.is_empty() {
+        if !fits(seqs)? {
             return Ok(Vec::new());
         }
-        self.embed_batches(seqs)
+        let pieces: usize = seqs.iter().map(|s| s.len()).sum();
+        self.embed_batches(self.session_for(pieces), seqs)
     }
+
+    fn embed_question_pieces(&self, seqs: &[&[u32]]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        if !fits(seqs)? {
+            return Ok(Vec::new());
+        }
+        match self.question_session() {
+            Some(session) => self.embed_batches(session, seqs),
+            None => self.embed_pieces(seqs),
+        }
+    }
+}
+
+/// Whether there is anything to embed in `seqs`, or an error when a sequence is longer than the
+/// model reads.
+fn fits(seqs: &[&[u32]]) -> Result<bool, EmbedError> {
+    let max = MAX_PIECES - 2;
+    if let Some(long) = seqs.iter().find(|s| s.len() > max) {
+        return Err(EmbedError::TooLong {
+            got: long.len(),
+            max,
+        });
+    }
+    Ok(!seqs.is_empty())
 }

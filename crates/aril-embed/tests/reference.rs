@@ -3,7 +3,10 @@
 
 use std::path::PathBuf;
 
-use aril_embed::{Embedder, MiniLm, default_model_dir, dot, embed_chunked, embed_truncated};
+use aril_embed::{
+    Embedder, MiniLm, MiniLmOptions, QUESTION_MODEL_FILE, QuestionWeights, default_model_dir, dot,
+    embed_chunked, embed_question, embed_truncated,
+};
 use serde::Deserialize;
 
 #[derive(Deserialize)]
@@ -106,4 +109,65 @@ fn chunked_embedding_keeps_every_piece_of_a_long_text() {
     // A short text is one chunk equal to its plain embedding.
     assert_eq!(out[1].chunks.len(), 1);
     assert!(cosine(&out[1].chunks[0].vector, &short.embedding) >= 0.9999);
+}
+
+/// A question embeds on the 8-bit graph by default: close to the full weights' vector, and
+/// equal to it when `question_weights` asks for the full ones. Stored texts are unaffected.
+#[test]
+fn questions_embed_on_the_8_bit_graph_close_to_the_full_weights() {
+    let reference = reference();
+    let int8 = model();
+    let f32 = MiniLm::load_with(
+        &default_model_dir(),
+        &MiniLmOptions {
+            questions: QuestionWeights::F32,
+            ..MiniLmOptions::default()
+        },
+    )
+    .unwrap();
+    let short: Vec<&Item> = reference
+        .items
+        .iter()
+        .filter(|i| i.word_pieces < 64 && !i.text.is_empty())
+        .collect();
+    assert!(short.len() >= 3, "the reference has short items");
+    for item in short {
+        let quantized = embed_question(&int8, &item.text).unwrap();
+        let full = embed_question(&f32, &item.text).unwrap();
+        assert!(cosine(&full, &item.embedding) >= 0.9999, "{:?}", item.text);
+        let c = cosine(&quantized, &item.embedding);
+        assert!(
+            (0.97..0.9999).contains(&c),
+            "cosine {c} for {:?}",
+            item.text
+        );
+        // A stored text embeds with the full weights whichever the questions use.
+        let stored = embed_chunked(&int8, &[&item.text]).unwrap();
+        assert!(cosine(&stored[0].chunks[0].vector, &item.embedding) >= 0.9999);
+    }
+}
+
+/// A model directory without the 8-bit graph is refused with the file named, unless questions
+/// embed with the full weights.
+#[test]
+fn a_missing_question_graph_is_named_unless_questions_use_the_full_weights() {
+    let dir = tempfile::tempdir().unwrap();
+    for file in ["model.onnx", "tokenizer.json", "config.json"] {
+        std::os::unix::fs::symlink(default_model_dir().join(file), dir.path().join(file)).unwrap();
+    }
+    let err = MiniLm::load(dir.path())
+        .err()
+        .expect("the 8-bit graph is missing");
+    let message = err.to_string();
+    assert!(message.contains(QUESTION_MODEL_FILE), "{message}");
+    assert!(message.contains("question_weights"), "{message}");
+    let options = MiniLmOptions {
+        questions: QuestionWeights::F32,
+        ..MiniLmOptions::default()
+    };
+    let model = MiniLm::load_with(dir.path(), &options).unwrap();
+    assert_eq!(
+        embed_question(&model, "Where do I work?").unwrap().len(),
+        384
+    );
 }

@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use aril_core::Role;
+use aril_embed::{MiniLmOptions, QuestionWeights};
 use aril_recall::RecallConfig;
 use aril_segment::SegmenterConfig;
 use serde::{Deserialize, Serialize};
@@ -26,6 +27,11 @@ pub struct Config {
     /// embeds on its caller's thread alone. Default: every core; `aril serve` defaults to every
     /// core but one ([`Config::cores_but_one`]), so searches keep a core while a write embeds.
     pub embed_threads: Option<usize>,
+    /// The weights questions are embedded with: `int8` (default), `model-questions-int8.onnx`,
+    /// which `scripts/fetch-model` writes beside the model, about twice as fast, with the same
+    /// recall as the full weights on the benchmarks (docs/benchmarks-scale.md); `f32`,
+    /// `model.onnx`, the weights stored texts are always embedded with.
+    pub question_weights: QuestionWeights,
     /// Roles whose turns get dense vectors (and make up a segment's embedded text). Every turn is
     /// stored and BM25-indexed whatever its role. Default: `["user"]` — the user's own words carry
     /// what there is to remember about them, assistant turns are long and generic (seed 004:
@@ -90,6 +96,7 @@ impl Default for Config {
             model_dir: None,
             onnxruntime: None,
             embed_threads: None,
+            question_weights: QuestionWeights::default(),
             dense_roles: vec![Role::User],
             turn_vectors: TurnVectors::Sentences,
             sentence_min_bytes: 80,
@@ -115,6 +122,18 @@ impl Config {
             .map_err(|e| EngineError::Config(format!("{}: {e}", path.display())))?;
         config.validate()?;
         Ok(config)
+    }
+
+    /// How the local MiniLM embedder runs under this configuration.
+    pub fn minilm_options(&self) -> MiniLmOptions {
+        MiniLmOptions {
+            runtime: self
+                .onnxruntime
+                .clone()
+                .unwrap_or_else(aril_embed::default_runtime_path),
+            bulk_threads: self.embed_threads,
+            questions: self.question_weights,
+        }
     }
 
     /// Every core of this machine but one, and at least one: what a server embeds its writes

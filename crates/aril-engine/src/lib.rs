@@ -314,16 +314,8 @@ impl Engine {
             .model_dir
             .clone()
             .unwrap_or_else(aril_embed::default_model_dir);
-        let runtime = self
-            .config
-            .onnxruntime
-            .clone()
-            .unwrap_or_else(aril_embed::default_runtime_path);
-        let model: Arc<dyn Embedder> = Arc::new(MiniLm::load_with_runtime(
-            &dir,
-            &runtime,
-            self.config.embed_threads,
-        )?);
+        let model: Arc<dyn Embedder> =
+            Arc::new(MiniLm::load_with(&dir, &self.config.minilm_options())?);
         *loaded = Some(model.clone());
         Ok(model)
     }

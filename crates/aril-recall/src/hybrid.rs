@@ -20,7 +20,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use aril_core::{Role, ScopeFilter, SegmentId, Turn, TurnId, UnitId, UnitKind, tokens};
-use aril_embed::{Embedder, embed_chunked};
+use aril_embed::{Embedder, embed_question};
 use aril_index::{Hit, UnitSearch};
 use aril_store::Store;
 use chrono::{DateTime, Utc};
@@ -233,13 +233,7 @@ impl Recall<'_> {
 
     /// The question embedded as one unit vector (chunk vectors summed, normalised).
     pub fn embed_query(&self, query: &str) -> Result<Vec<f32>, RecallError> {
-        let chunked = embed_chunked(self.embedder.as_ref(), &[query])?;
-        let mut qv = vec![0.0f32; self.embedder.dim()];
-        for c in chunked.iter().flat_map(|t| &t.chunks) {
-            qv.iter_mut().zip(&c.vector).for_each(|(a, b)| *a += b);
-        }
-        aril_embed::normalize(&mut qv);
-        Ok(qv)
+        Ok(embed_question(self.embedder.as_ref(), query)?)
     }
 
     /// The ranked lists of the LLM-free recall for `query` (embedded as `qv`, asked at
