@@ -61,7 +61,7 @@ pub struct Config {
     pub ingest_batch: usize,
     /// Chunk vectors of one kind (turns, segments) from which a user's dense search runs through
     /// an HNSW graph saved in the data directory (`vectors/`), its candidates rescored exactly,
-    /// instead of scoring every chunk. Default 20,000 (about 16k turns): below it the exact scan
+    /// instead of scoring every chunk. Default 15,000 (about 12k turns): below it the exact scan
     /// costs a few milliseconds. PostgreSQL uses pgvector's HNSW whatever the size.
     pub ann_min_chunks: usize,
     /// Memory for the vectors (and graphs) of the users searched, in MiB, all users together:
@@ -104,7 +104,7 @@ impl Default for Config {
             recall: RecallConfig::default(),
             segment_vectors: SegmentVectors::Pooled,
             ingest_batch: 0,
-            ann_min_chunks: 20_000,
+            ann_min_chunks: 15_000,
             vector_memory_mib: 1024,
             llm: aril_llm::LlmSettings::default(),
         }

@@ -11,10 +11,11 @@
 //! best unit, plus one more RRF list ranking the sessions by how many of their turns are near
 //! the question.
 //!
-//! Cost per query: one embedding (no cache write), two passes over the user's chunk vectors,
-//! two or three tantivy queries (the BM25 turn list keeps the dense roles' turns inside its
-//! query), a few store reads; each focus (speaker, date) adds one embedding, one pass and two
-//! tantivy queries, `focus_depth` times deeper.
+//! Cost per query: one embedding (no cache write; [`aril_embed::embed_question`]), two passes
+//! over the user's chunk vectors, two or three tantivy queries (the BM25 turn list keeps the
+//! dense roles' turns inside its query), a few store reads; each focus (speaker, date) adds one
+//! embedding, one pass and two tantivy queries, `focus_depth` times deeper. The first BM25 lists
+//! run on two scoped threads while the question embeds ([`Recall::prefetched`]).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -102,6 +103,8 @@ struct Prefetched {
     superseded: HashSet<TurnId>,
     /// The turns read so far.
     read: TurnsById,
+    /// The BM25 lists.
+    lexical: LexicalLists,
 }
 
 /// The turn lists of a focus, speaker or date (empty when the question names none).
@@ -110,6 +113,15 @@ struct FocusLists {
     dense: Vec<Hit>,
     lexical: Vec<Hit>,
     windows: Vec<Hit>,
+}
+
+/// The BM25 lists a search takes: turns always, segments and windows when asked, each `depth`
+/// deep.
+#[derive(Clone, Copy)]
+struct Wanted {
+    depth: usize,
+    segments: bool,
+    windows: bool,
 }
 
 /// BM25 over turns, segments and windows, in that order.
@@ -129,8 +141,9 @@ impl Recall<'_> {
     /// Recalls the units most relevant to a question inside a scope.
     pub fn search(&self, request: &SearchRequest) -> Result<SearchResponse, RecallError> {
         let (query, k) = checked(request, self.config.default_k)?;
-        let qv = self.embed_query(query)?;
-        let candidates = self.hybrid_candidates(&request.filter, query, &qv, request.asked_at)?;
+        let (qv, pre) = self.prefetched(&request.filter, query, None, self.config.candidates)?;
+        let candidates =
+            self.fused_candidates(&request.filter, query, &qv, request.asked_at, pre)?;
         Ok(respond(
             query,
             &without_repeats(candidates),
@@ -149,7 +162,6 @@ impl Recall<'_> {
     /// entry already). `k` and `budget` bound the sessions returned as they bound units.
     pub fn search_sessions(&self, request: &SearchRequest) -> Result<SearchResponse, RecallError> {
         let (query, k) = checked(request, self.config.default_k)?;
-        let qv = self.embed_query(query)?;
         let r = self.config;
         // One dense turn search serves both: the session list reads it `focus_depth` times
         // deeper than `candidates`, the fusion its first `candidates` (the same turns a search
@@ -159,11 +171,7 @@ impl Recall<'_> {
         } else {
             r.candidates
         };
-        let mut pre = Prefetched {
-            dense_turns: self.dense_hits(&request.filter, &qv, depth, UnitKind::Turn)?,
-            superseded: self.store.superseded(&request.filter.user_id)?,
-            read: TurnsById::new(),
-        };
+        let (qv, mut pre) = self.prefetched(&request.filter, query, None, depth)?;
         let listed = self.session_list(&pre.superseded, &pre.dense_turns, &mut pre.read)?;
         let candidates =
             self.fused_candidates(&request.filter, query, &qv, request.asked_at, pre)?;
@@ -231,6 +239,85 @@ impl Recall<'_> {
         Ok(ranked.into_iter().map(|(_, key)| key).collect())
     }
 
+    /// The question's vector (`qv`, else the question embedded) and what a search reads before
+    /// its fusion ([`Prefetched`]: the dense turn list `dense_depth` deep, the BM25 lists, the
+    /// superseded turns). The BM25 lists are searched while the question embeds
+    /// ([`Recall::beside_lexical`]).
+    fn prefetched(
+        &self,
+        filter: &ScopeFilter,
+        query: &str,
+        qv: Option<&[f32]>,
+        dense_depth: usize,
+    ) -> Result<(Vec<f32>, Prefetched), RecallError> {
+        let r = self.config;
+        let wanted = Wanted {
+            depth: r.candidates,
+            segments: r.w_lexical_segments > 0.0,
+            windows: r.w_lexical_windows > 0.0,
+        };
+        let ((qv, dense_turns), lexical) = self.beside_lexical(filter, query, wanted, || {
+            self.dense_list(filter, query, qv, dense_depth)
+        })?;
+        Ok((
+            qv,
+            Prefetched {
+                dense_turns,
+                superseded: self.store.superseded(&filter.user_id)?,
+                read: TurnsById::new(),
+                lexical,
+            },
+        ))
+    }
+
+    /// The question's vector (`qv`, else `query` embedded) and its `depth` nearest turns.
+    fn dense_list(
+        &self,
+        filter: &ScopeFilter,
+        query: &str,
+        qv: Option<&[f32]>,
+        depth: usize,
+    ) -> Result<(Vec<f32>, Vec<Hit>), RecallError> {
+        let qv = match qv {
+            Some(qv) => qv.to_vec(),
+            None => self.embed_query(query)?,
+        };
+        let hits = self.dense_hits(filter, &qv, depth, UnitKind::Turn)?;
+        Ok((qv, hits))
+    }
+
+    /// `main` (the question embedded, its dense list) run while the BM25 lists `wanted` are
+    /// searched on two more threads (the window list alone: it is the largest in a large scope),
+    /// since they need no vector. On a busy server the threads only share the cores; alone, a
+    /// search takes about as long as its longest part.
+    fn beside_lexical<T: Send>(
+        &self,
+        filter: &ScopeFilter,
+        query: &str,
+        wanted: Wanted,
+        main: impl FnOnce() -> Result<T, RecallError>,
+    ) -> Result<(T, LexicalLists), RecallError> {
+        let depth = wanted.depth;
+        std::thread::scope(|scope| {
+            let windows = scope.spawn(|| match wanted.windows {
+                true => self.window_hits(filter, query, depth),
+                false => Ok(Vec::new()),
+            });
+            let turns = scope.spawn(|| -> Result<_, RecallError> {
+                let turns = self.lexical_hits(filter, query, depth, UnitKind::Turn)?;
+                let segments = match wanted.segments {
+                    true => self.lexical_hits(filter, query, depth, UnitKind::Segment)?,
+                    false => Vec::new(),
+                };
+                Ok((turns, segments))
+            });
+            let main = main();
+            let windows = joined(windows);
+            let (turns, segments) = joined(turns)?;
+            Ok((main?, (turns, segments, windows?)))
+        })
+    }
+
     /// The question embedded as one unit vector (chunk vectors summed, normalised).
     pub fn embed_query(&self, query: &str) -> Result<Vec<f32>, RecallError> {
         Ok(embed_question(self.embedder.as_ref(), query)?)
@@ -245,12 +332,7 @@ impl Recall<'_> {
         qv: &[f32],
         asked_at: Option<DateTime<Utc>>,
     ) -> Result<Vec<Candidate>, RecallError> {
-        let c = self.config.candidates;
-        let pre = Prefetched {
-            dense_turns: self.dense_hits(filter, qv, c, UnitKind::Turn)?,
-            superseded: self.store.superseded(&filter.user_id)?,
-            read: TurnsById::new(),
-        };
+        let (_, pre) = self.prefetched(filter, query, Some(qv), self.config.candidates)?;
         self.fused_candidates(filter, query, qv, asked_at, pre)
     }
 
@@ -267,13 +349,13 @@ impl Recall<'_> {
             mut dense_turns,
             superseded,
             mut read,
+            lexical,
         } = pre;
         let r = self.config;
         let c = r.candidates;
         dense_turns.truncate(c);
         let dense_segments = self.dense_hits(filter, qv, c, UnitKind::Segment)?;
-        let (lexical_turns, lexical_segments, lexical_windows) =
-            self.lexical_lists(filter, query)?;
+        let (lexical_turns, lexical_segments, lexical_windows) = lexical;
         let dated = match r.w_dated > 0.0 {
             true => self.date_focus(filter, query, asked_at, &mut read)?,
             false => FocusLists::default(),
@@ -319,27 +401,6 @@ impl Recall<'_> {
             r.rrf_k,
         );
         self.resolve(&fused, &superseded, read)
-    }
-
-    /// The BM25 lists of the question: turns, segments (when weighted) and windows (when
-    /// weighted; empty lists otherwise).
-    fn lexical_lists(
-        &self,
-        filter: &ScopeFilter,
-        query: &str,
-    ) -> Result<LexicalLists, RecallError> {
-        let r = self.config;
-        let c = r.candidates;
-        let turns = self.lexical_hits(filter, query, c, UnitKind::Turn)?;
-        let segments = match r.w_lexical_segments > 0.0 {
-            true => self.lexical_hits(filter, query, c, UnitKind::Segment)?,
-            false => Vec::new(),
-        };
-        let windows = match r.w_lexical_windows > 0.0 {
-            true => self.window_hits(filter, query, c)?,
-            false => Vec::new(),
-        };
-        Ok((turns, segments, windows))
     }
 
     /// BM25 over the turns' lexical windows; a window hit is its turn's ([`UnitId::of`]).
@@ -421,10 +482,15 @@ impl Recall<'_> {
         keep: impl Fn(&Turn) -> bool,
     ) -> Result<FocusLists, RecallError> {
         let depth = self.config.candidates * self.config.focus_depth.max(1);
-        let qv = self.embed_query(asked)?;
-        let dense = self.dense_hits(filter, &qv, depth, UnitKind::Turn)?;
-        let lexical = self.lexical_hits(filter, asked, depth, UnitKind::Turn)?;
-        let windows = self.window_hits(filter, asked, depth)?;
+        let wanted = Wanted {
+            depth,
+            segments: false,
+            windows: true,
+        };
+        let ((_, dense), (lexical, _, windows)) =
+            self.beside_lexical(filter, asked, wanted, || {
+                self.dense_list(filter, asked, None, depth)
+            })?;
         self.read_hit_turns(&[&dense, &lexical, &windows], read)?;
         Ok(FocusLists {
             dense: kept_hits(dense, read, &keep),
@@ -560,6 +626,13 @@ impl Recall<'_> {
         }
         Ok(out)
     }
+}
+
+/// What a scoped thread returned; its panic goes on in the caller.
+fn joined<T>(handle: std::thread::ScopedJoinHandle<'_, T>) -> T {
+    handle
+        .join()
+        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
 }
 
 /// The query, trimmed, and the `k` of a request, or an error saying what is wrong with them.
