@@ -113,10 +113,22 @@ pub fn run(cli: &Cli, cmd: &BenchCmd) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The program this process runs, to start again. On Linux `/proc/self/exe`, which names the
+/// running file even after it was replaced on disk (a long build of stores outlives a rebuild of
+/// the binary it started with: the measuring child is then the same program, not the new one,
+/// and `current_exe` would name a deleted path).
+fn this_program() -> anyhow::Result<std::path::PathBuf> {
+    let running = std::path::PathBuf::from("/proc/self/exe");
+    if running.exists() {
+        return Ok(running);
+    }
+    std::env::current_exe().context("finding this program to measure in a child")
+}
+
 /// Runs this binary again with the same arguments and `--measure-size size`, and reads what it
 /// measured from its output.
 fn measure_in_child(size: usize) -> anyhow::Result<Measured> {
-    let exe = std::env::current_exe().context("finding this program to measure in a child")?;
+    let exe = this_program()?;
     let output = Command::new(&exe)
         .args(std::env::args_os().skip(1))
         .arg("--measure-size")
