@@ -77,12 +77,21 @@ impl UnitSearch for InStore {
         Ok(())
     }
 
+    /// The postings are written with their units; the BM25 statistics kept from them are
+    /// counted again.
     fn rebuild(&mut self, _store: &dyn Store) -> Result<(), IndexError> {
-        Ok(())
+        Ok(self.search.recount_statistics()?)
     }
 
-    /// The store's own integrity check covers its index rows.
+    /// The store's own integrity check covers its rows; the BM25 statistics its triggers keep
+    /// are checked against the postings here.
     fn check(&self, _store: &dyn Store) -> Result<(), IndexError> {
-        Ok(())
+        match self.search.statistics_mismatches()? {
+            (0, 0) => Ok(()),
+            (terms, totals) => Err(IndexError::Corrupt(format!(
+                "the BM25 statistics disagree with the postings in {terms} word counts and \
+                 {totals} unit totals"
+            ))),
+        }
     }
 }

@@ -1101,6 +1101,57 @@ fn a_role_restricted_word_search_returns_those_roles_turns_scored_as_among_all(p
     assert!(find(aril_core::UnitKind::Segment, Some(&[Role::User])).is_empty());
 }
 
+/// Rows where the BM25 counters and a recount of the postings disagree, and the postings count:
+/// counted here independently of the store's own check.
+fn statistics_disagreements(admin: &mut ::postgres::Client) -> (i64, i64) {
+    // Every posting under the kinds it counts for: a word a turn shares with its window
+    // (kind 4) is the turn's (0) and the window's (1).
+    let postings = "(SELECT p.user_id, p.agent_id, p.run_id, k.kind, p.lexeme, p.unit_id, p.len \
+                     FROM (SELECT * FROM turn_postings UNION ALL SELECT * FROM segment_postings \
+                           UNION ALL SELECT * FROM card_postings) p \
+                     CROSS JOIN LATERAL (SELECT p.kind WHERE p.kind <> 4 \
+                          UNION ALL SELECT 0 WHERE p.kind = 4 \
+                          UNION ALL SELECT 1 WHERE p.kind = 4) k (kind))";
+    let terms: i64 = admin
+        .query_one(
+            &format!(
+                "SELECT COUNT(*) FROM ( \
+                   (SELECT user_id, agent_id, run_id, kind, lexeme, n FROM lexical_terms \
+                    EXCEPT SELECT user_id, agent_id, run_id, kind, lexeme, COUNT(*) \
+                    FROM {postings} p GROUP BY 1, 2, 3, 4, 5) \
+                   UNION ALL \
+                   (SELECT user_id, agent_id, run_id, kind, lexeme, COUNT(*) FROM {postings} p \
+                    GROUP BY 1, 2, 3, 4, 5 EXCEPT \
+                    SELECT user_id, agent_id, run_id, kind, lexeme, n FROM lexical_terms)) d"
+            ),
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    let recount = format!(
+        "SELECT user_id, agent_id, run_id, kind, COUNT(*)::BIGINT, SUM(len)::BIGINT FROM \
+         (SELECT DISTINCT user_id, agent_id, run_id, kind, unit_id, len FROM {postings} p) u \
+         GROUP BY 1, 2, 3, 4"
+    );
+    let totals: i64 = admin
+        .query_one(
+            &format!(
+                "SELECT COUNT(*) FROM ( \
+                   (SELECT user_id, agent_id, run_id, kind, units, length FROM lexical_totals \
+                    EXCEPT {recount}) UNION ALL ({recount} EXCEPT \
+                    SELECT user_id, agent_id, run_id, kind, units, length FROM lexical_totals)) d"
+            ),
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    let count: i64 = admin
+        .query_one(&format!("SELECT COUNT(*) FROM {postings} p"), &[])
+        .unwrap()
+        .get(0);
+    (terms + totals, count)
+}
+
 /// The word statistics PostgreSQL's triggers keep equal what its postings hold after every
 /// kind of write (turns, windows, segments, a revision, a single-turn deletion with its
 /// replacement segment), and a deleted user leaves no word, count or posting behind.
@@ -1108,55 +1159,6 @@ fn a_role_restricted_word_search_returns_those_roles_turns_scored_as_among_all(p
 fn postgres_word_statistics_follow_every_write_and_deletion() {
     let place = Place::postgres();
     let mut admin = place.admin();
-    // Rows where the counters and a recount of the postings disagree, and the postings count.
-    let disagreements = |admin: &mut ::postgres::Client| -> (i64, i64) {
-        // Every posting under the kinds it counts for: a word a turn shares with its window
-        // (kind 4) is the turn's (0) and the window's (1).
-        let postings = "(SELECT p.user_id, p.agent_id, p.run_id, k.kind, p.lexeme, p.unit_id, p.len \
-                         FROM (SELECT * FROM turn_postings UNION ALL SELECT * FROM segment_postings \
-                               UNION ALL SELECT * FROM card_postings) p \
-                         CROSS JOIN LATERAL (SELECT p.kind WHERE p.kind <> 4 \
-                              UNION ALL SELECT 0 WHERE p.kind = 4 \
-                              UNION ALL SELECT 1 WHERE p.kind = 4) k (kind))";
-        let terms: i64 = admin
-            .query_one(
-                &format!(
-                    "SELECT COUNT(*) FROM ( \
-                       (SELECT user_id, agent_id, run_id, kind, lexeme, n FROM lexical_terms \
-                        EXCEPT SELECT user_id, agent_id, run_id, kind, lexeme, COUNT(*) \
-                        FROM {postings} p GROUP BY 1, 2, 3, 4, 5) \
-                       UNION ALL \
-                       (SELECT user_id, agent_id, run_id, kind, lexeme, COUNT(*) FROM {postings} p \
-                        GROUP BY 1, 2, 3, 4, 5 EXCEPT \
-                        SELECT user_id, agent_id, run_id, kind, lexeme, n FROM lexical_terms)) d"
-                ),
-                &[],
-            )
-            .unwrap()
-            .get(0);
-        let recount = format!(
-            "SELECT user_id, agent_id, run_id, kind, COUNT(*)::BIGINT, SUM(len)::BIGINT FROM \
-             (SELECT DISTINCT user_id, agent_id, run_id, kind, unit_id, len FROM {postings} p) u \
-             GROUP BY 1, 2, 3, 4"
-        );
-        let totals: i64 = admin
-            .query_one(
-                &format!(
-                    "SELECT COUNT(*) FROM ( \
-                       (SELECT user_id, agent_id, run_id, kind, units, length FROM lexical_totals \
-                        EXCEPT {recount}) UNION ALL ({recount} EXCEPT \
-                        SELECT user_id, agent_id, run_id, kind, units, length FROM lexical_totals)) d"
-                ),
-                &[],
-            )
-            .unwrap()
-            .get(0);
-        let count: i64 = admin
-            .query_one(&format!("SELECT COUNT(*) FROM {postings} p"), &[])
-            .unwrap()
-            .get(0);
-        (terms + totals, count)
-    };
     let mut store = place.open();
     let turns = fill(&mut *store, "u");
     fill(&mut *store, "v");
@@ -1184,7 +1186,7 @@ fn postgres_word_statistics_follow_every_write_and_deletion() {
         shared > 0,
         "a turn alone shares its postings with its window"
     );
-    let (wrong, postings) = disagreements(&mut admin);
+    let (wrong, postings) = statistics_disagreements(&mut admin);
     assert_eq!(wrong, 0);
     assert!(postings > 0);
     let v2 = turn("u", 20);
@@ -1201,9 +1203,9 @@ fn postgres_word_statistics_follow_every_write_and_deletion() {
             open_segments: vec![],
         })
         .unwrap();
-    assert_eq!(disagreements(&mut admin).0, 0);
+    assert_eq!(statistics_disagreements(&mut admin).0, 0);
     store.delete(&ScopeFilter::user("u")).unwrap();
-    assert_eq!(disagreements(&mut admin).0, 0);
+    assert_eq!(statistics_disagreements(&mut admin).0, 0);
     for table in [
         "lexical_terms",
         "lexical_totals",
@@ -1227,6 +1229,60 @@ fn postgres_word_statistics_follow_every_write_and_deletion() {
         .unwrap()
         .get(0);
     assert!(kept > 0, "another user's words are kept");
+}
+
+/// BM25 statistics that disagree with the postings (a trigger bypassed: a partial restore, a
+/// hand edit) are found by the check `aril check` runs, and counted again by the rebuild
+/// `aril reindex` runs.
+#[test]
+fn postgres_statistics_that_disagree_with_the_postings_are_found_and_recounted() {
+    let place = Place::postgres();
+    let mut admin = place.admin();
+    let mut store = place.open();
+    fill(&mut *store, "u");
+    fill(&mut *store, "v");
+    let search = place
+        .searcher()
+        .expect("a PostgreSQL store searches itself");
+    assert_eq!(search.statistics_mismatches().unwrap(), (0, 0));
+    let raised = admin
+        .execute(
+            "UPDATE lexical_terms SET n = n + 1 WHERE user_id = 'u' AND lexeme IN \
+             (SELECT lexeme FROM lexical_terms WHERE user_id = 'u' ORDER BY lexeme LIMIT 2)",
+            &[],
+        )
+        .unwrap() as i64;
+    let invented = admin
+        .execute(
+            "INSERT INTO lexical_terms (user_id, agent_id, run_id, kind, lexeme, n) \
+             VALUES ('ghost', '', '', 0, 'boo', 3)",
+            &[],
+        )
+        .unwrap() as i64;
+    let dropped = admin
+        .execute("DELETE FROM lexical_totals WHERE user_id = 'v'", &[])
+        .unwrap() as i64;
+    assert!(raised > 0 && dropped > 0);
+    assert_eq!(
+        search.statistics_mismatches().unwrap(),
+        (raised + invented, dropped)
+    );
+    // The independent count sees a changed row twice: as it is, and as it should be.
+    assert_eq!(
+        statistics_disagreements(&mut admin).0,
+        2 * raised + invented + dropped
+    );
+    search.recount_statistics().unwrap();
+    assert_eq!(search.statistics_mismatches().unwrap(), (0, 0));
+    assert_eq!(statistics_disagreements(&mut admin).0, 0);
+    let ghosts: i64 = admin
+        .query_one(
+            "SELECT COUNT(*) FROM lexical_terms WHERE user_id = 'ghost'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(ghosts, 0, "a count no posting backs is gone");
 }
 
 /// A database an aril of schema 3 indexed (words as `tsvector`s only) is searched by its

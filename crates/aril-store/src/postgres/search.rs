@@ -543,6 +543,28 @@ fn posting_kinds(kind: UnitKind) -> Vec<i16> {
 /// unit holding only common words beyond this rank in each is not found.
 const POSTINGS_PER_WORD: usize = 2000;
 
+/// Every posting as the statistics count it (a common CTE, named `counted`): a word a turn and
+/// its window share (kind 4) counts as the turn's (0) and as the window's (1), as the triggers
+/// of schema 4 count it.
+const COUNTED_POSTINGS: &str = "counted AS (
+    SELECT p.user_id, p.agent_id, p.run_id, k.kind, p.lexeme, p.unit_id, p.len
+    FROM (SELECT user_id, agent_id, run_id, kind, lexeme, unit_id, len FROM turn_postings
+          UNION ALL SELECT user_id, agent_id, run_id, kind, lexeme, unit_id, len FROM segment_postings
+          UNION ALL SELECT user_id, agent_id, run_id, kind, lexeme, unit_id, len FROM card_postings) p
+    CROSS JOIN LATERAL (SELECT p.kind WHERE p.kind <> 4
+                        UNION ALL SELECT 0 WHERE p.kind = 4
+                        UNION ALL SELECT 1 WHERE p.kind = 4) k (kind))";
+
+/// `lexical_terms` as the postings make it: units per scope, kind and word.
+const EXPECTED_TERMS: &str = "SELECT user_id, agent_id, run_id, kind, lexeme, COUNT(*)::BIGINT AS n \
+     FROM counted GROUP BY user_id, agent_id, run_id, kind, lexeme";
+
+/// `lexical_totals` as the postings make it: units and their summed lengths per scope and kind.
+const EXPECTED_TOTALS: &str = "SELECT user_id, agent_id, run_id, kind, COUNT(*)::BIGINT AS units, \
+     SUM(len)::BIGINT AS length \
+     FROM (SELECT DISTINCT user_id, agent_id, run_id, kind, unit_id, len FROM counted) d \
+     GROUP BY user_id, agent_id, run_id, kind";
+
 /// Search inside a PostgreSQL store (pgvector HNSW over chunk rows, BM25 over `tsvector`
 /// columns), which indexes each unit in the commit that stores it, so every process sharing the
 /// store sees the same index the moment a write commits. A handle on the store's reader
@@ -573,6 +595,54 @@ impl Drop for PgSearch {
 impl PgSearch {
     fn conn(&self) -> Result<Conn, StoreError> {
         pool_conn(self.readers.as_ref())
+    }
+
+    /// How many rows of the BM25 statistics (`lexical_terms`, `lexical_totals`) disagree with
+    /// what the postings hold: word counts, then unit totals. Both are zero unless a trigger
+    /// was bypassed (a restore of some tables only, a hand edit).
+    pub fn statistics_mismatches(&self) -> Result<(i64, i64), StoreError> {
+        let mut client = self.conn()?;
+        let count = |client: &mut Conn, sql: String| -> Result<i64, StoreError> {
+            Ok(client.query_one(&sql, &[])?.try_get(0)?)
+        };
+        let terms = count(
+            &mut client,
+            format!(
+                "WITH {COUNTED_POSTINGS}, expected AS ({EXPECTED_TERMS}) \
+                 SELECT COUNT(*) FROM expected e FULL JOIN lexical_terms t \
+                 USING (user_id, agent_id, run_id, kind, lexeme) WHERE e.n IS DISTINCT FROM t.n"
+            ),
+        )?;
+        let totals = count(
+            &mut client,
+            format!(
+                "WITH {COUNTED_POSTINGS}, expected AS ({EXPECTED_TOTALS}) \
+                 SELECT COUNT(*) FROM expected e FULL JOIN lexical_totals t \
+                 USING (user_id, agent_id, run_id, kind) \
+                 WHERE e.units IS DISTINCT FROM t.units OR e.length IS DISTINCT FROM t.length"
+            ),
+        )?;
+        Ok((terms, totals))
+    }
+
+    /// Counts the BM25 statistics again from the postings, in one transaction that holds the
+    /// postings and statistics tables against writers meanwhile (a writer waits, or, caught
+    /// between two of the tables, one of the two is refused as a deadlock and can run again).
+    pub fn recount_statistics(&self) -> Result<(), StoreError> {
+        let mut client = self.conn()?;
+        let mut tx = client.transaction()?;
+        tx.batch_execute(&format!(
+            "LOCK TABLE turn_postings, segment_postings, card_postings, lexical_terms, \
+             lexical_totals IN SHARE ROW EXCLUSIVE MODE;
+             DELETE FROM lexical_terms;
+             DELETE FROM lexical_totals;
+             INSERT INTO lexical_terms (user_id, agent_id, run_id, kind, lexeme, n)
+                 WITH {COUNTED_POSTINGS} {EXPECTED_TERMS};
+             INSERT INTO lexical_totals (user_id, agent_id, run_id, kind, units, length)
+                 WITH {COUNTED_POSTINGS} {EXPECTED_TOTALS};"
+        ))?;
+        tx.commit()?;
+        Ok(())
     }
 
     /// The `k` units of `kind` inside the filter whose best chunk vector under `model` is
