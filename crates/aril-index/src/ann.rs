@@ -10,7 +10,8 @@
 //! any point leaves either a meta that describes its graph or no meta, and no meta means a
 //! rebuild. Graphs are only ever added to: [`Ann::remove_files`] runs before a deletion reaches
 //! the store (the next load rebuilds the graph from what remains), so no file keeps a deleted
-//! vector.
+//! vector. A saved graph opens as a memory-mapped view, searched in place (a million-turn scope
+//! is searchable without reading its graph into memory); its first add loads it whole.
 
 use std::fs;
 use std::io::Write;
@@ -84,6 +85,10 @@ pub(crate) struct Ann {
     /// Chunks added since the last save.
     unsaved: usize,
     contexts: Contexts,
+    /// Whether `index` is a memory-mapped view of the saved file (as opened): searched in
+    /// place, read from the page cache as needed, and loaded whole only when a chunk is added
+    /// (a view takes none).
+    viewed: bool,
 }
 
 /// usearch searches in one of a fixed number of thread contexts and fails when all are taken;
@@ -167,6 +172,7 @@ impl Ann {
             last_id: String::new(),
             unsaved: 0,
             contexts: Contexts::new(),
+            viewed: false,
         })
     }
 
@@ -204,7 +210,9 @@ impl Ann {
             return None;
         }
         let index = Index::new(&options(meta.owner.dim)).ok()?;
-        if let Err(e) = index.load(&graph.to_string_lossy()) {
+        // Viewed, not loaded: a large graph is searched at once (its pages come from the page
+        // cache as searches reach them) and costs memory only for the pages read.
+        if let Err(e) = index.view(&graph.to_string_lossy()) {
             tracing::warn!(path = %graph.display(), "unreadable vector graph, rebuilding: {e}");
             return None;
         }
@@ -223,6 +231,7 @@ impl Ann {
             last_id: meta.last_id,
             unsaved: 0,
             contexts: Contexts::new(),
+            viewed: true,
         })
     }
 
@@ -243,6 +252,15 @@ impl Ann {
         chunks: &[(u64, &[f32])],
         last: (i64, &str),
     ) -> Result<(), IndexError> {
+        if self.viewed {
+            // The file is the graph as viewed: the data directory has one owner, and a save
+            // replaces the file by a rename, which a view does not see.
+            let graph = self.stem.with_extension("usearch");
+            self.index
+                .load(&graph.to_string_lossy())
+                .map_err(|e| ann_error(&self.stem, "loading the viewed graph to add to it", e))?;
+            self.viewed = false;
+        }
         let need = self.index.size() + chunks.len();
         if need > self.index.capacity() {
             self.index
