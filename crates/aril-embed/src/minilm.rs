@@ -130,6 +130,15 @@ fn lock(session: &Mutex<Session>) -> MutexGuard<'_, Session> {
     session.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// A session if it is free (taken over if poisoned, as [`lock`] does), else `None`.
+fn try_lock(session: &Mutex<Session>) -> Option<MutexGuard<'_, Session>> {
+    match session.try_lock() {
+        Ok(session) => Some(session),
+        Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+        Err(std::sync::TryLockError::WouldBlock) => None,
+    }
+}
+
 /// The fields of `config.json` the embedder reads.
 #[derive(Deserialize)]
 struct ModelConfig {
@@ -240,14 +249,9 @@ impl MiniLm {
         if pieces > SMALL_INPUT_PIECES {
             return lock(&self.bulk);
         }
-        match self.small.try_lock() {
-            Ok(session) => session,
-            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => match self.bulk.try_lock() {
-                Ok(session) => session,
-                Err(_) => lock(&self.small),
-            },
-        }
+        try_lock(&self.small)
+            .or_else(|| try_lock(&self.bulk))
+            .unwrap_or_else(|| lock(&self.small))
     }
 
     /// One forward pass over `seqs`, padded to the longest.
@@ -285,11 +289,7 @@ impl MiniLm {
 
     /// A free question session, else the first one once it is free.
     fn question_session(&self) -> Option<MutexGuard<'_, Session>> {
-        let free = self.questions.iter().find_map(|s| match s.try_lock() {
-            Ok(session) => Some(session),
-            Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
-            Err(std::sync::TryLockError::WouldBlock) => None,
-        });
+        let free = self.questions.iter().find_map(try_lock);
         free.or_else(|| self.questions.first().map(lock))
     }
 
