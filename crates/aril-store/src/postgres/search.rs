@@ -544,16 +544,23 @@ fn posting_kinds(kind: UnitKind) -> Vec<i16> {
 const POSTINGS_PER_WORD: usize = 2000;
 
 /// Every posting as the statistics count it (a common CTE, named `counted`): a word a turn and
-/// its window share (kind 4) counts as the turn's (0) and as the window's (1), as the triggers
+/// its window share ([`SHARED_KIND`]) counts as the turn's and as the window's, as the triggers
 /// of schema 4 count it.
-const COUNTED_POSTINGS: &str = "counted AS (
-    SELECT p.user_id, p.agent_id, p.run_id, k.kind, p.lexeme, p.unit_id, p.len
-    FROM (SELECT user_id, agent_id, run_id, kind, lexeme, unit_id, len FROM turn_postings
-          UNION ALL SELECT user_id, agent_id, run_id, kind, lexeme, unit_id, len FROM segment_postings
-          UNION ALL SELECT user_id, agent_id, run_id, kind, lexeme, unit_id, len FROM card_postings) p
-    CROSS JOIN LATERAL (SELECT p.kind WHERE p.kind <> 4
-                        UNION ALL SELECT 0 WHERE p.kind = 4
-                        UNION ALL SELECT 1 WHERE p.kind = 4) k (kind))";
+fn counted_postings() -> String {
+    let (turn, window) = (tables(UnitKind::Turn).code, tables(UnitKind::Window).code);
+    format!(
+        "counted AS ( \
+         SELECT p.user_id, p.agent_id, p.run_id, k.kind, p.lexeme, p.unit_id, p.len \
+         FROM (SELECT user_id, agent_id, run_id, kind, lexeme, unit_id, len FROM turn_postings \
+               UNION ALL SELECT user_id, agent_id, run_id, kind, lexeme, unit_id, len \
+                         FROM segment_postings \
+               UNION ALL SELECT user_id, agent_id, run_id, kind, lexeme, unit_id, len \
+                         FROM card_postings) p \
+         CROSS JOIN LATERAL (SELECT p.kind WHERE p.kind <> {SHARED_KIND} \
+                             UNION ALL SELECT {turn} WHERE p.kind = {SHARED_KIND} \
+                             UNION ALL SELECT {window} WHERE p.kind = {SHARED_KIND}) k (kind))"
+    )
+}
 
 /// `lexical_terms` as the postings make it: units per scope, kind and word.
 const EXPECTED_TERMS: &str = "SELECT user_id, agent_id, run_id, kind, lexeme, COUNT(*)::BIGINT AS n \
@@ -602,13 +609,14 @@ impl PgSearch {
     /// was bypassed (a restore of some tables only, a hand edit).
     pub fn statistics_mismatches(&self) -> Result<(i64, i64), StoreError> {
         let mut client = self.conn()?;
+        let counted = counted_postings();
         let count = |client: &mut Conn, sql: String| -> Result<i64, StoreError> {
             Ok(client.query_one(&sql, &[])?.try_get(0)?)
         };
         let terms = count(
             &mut client,
             format!(
-                "WITH {COUNTED_POSTINGS}, expected AS ({EXPECTED_TERMS}) \
+                "WITH {counted}, expected AS ({EXPECTED_TERMS}) \
                  SELECT COUNT(*) FROM expected e FULL JOIN lexical_terms t \
                  USING (user_id, agent_id, run_id, kind, lexeme) WHERE e.n IS DISTINCT FROM t.n"
             ),
@@ -616,7 +624,7 @@ impl PgSearch {
         let totals = count(
             &mut client,
             format!(
-                "WITH {COUNTED_POSTINGS}, expected AS ({EXPECTED_TOTALS}) \
+                "WITH {counted}, expected AS ({EXPECTED_TOTALS}) \
                  SELECT COUNT(*) FROM expected e FULL JOIN lexical_totals t \
                  USING (user_id, agent_id, run_id, kind) \
                  WHERE e.units IS DISTINCT FROM t.units OR e.length IS DISTINCT FROM t.length"
@@ -631,15 +639,16 @@ impl PgSearch {
     pub fn recount_statistics(&self) -> Result<(), StoreError> {
         let mut client = self.conn()?;
         let mut tx = client.transaction()?;
+        let counted = counted_postings();
         tx.batch_execute(&format!(
             "LOCK TABLE turn_postings, segment_postings, card_postings, lexical_terms, \
              lexical_totals IN SHARE ROW EXCLUSIVE MODE;
              DELETE FROM lexical_terms;
              DELETE FROM lexical_totals;
              INSERT INTO lexical_terms (user_id, agent_id, run_id, kind, lexeme, n)
-                 WITH {COUNTED_POSTINGS} {EXPECTED_TERMS};
+                 WITH {counted} {EXPECTED_TERMS};
              INSERT INTO lexical_totals (user_id, agent_id, run_id, kind, units, length)
-                 WITH {COUNTED_POSTINGS} {EXPECTED_TOTALS};"
+                 WITH {counted} {EXPECTED_TOTALS};"
         ))?;
         tx.commit()?;
         Ok(())
