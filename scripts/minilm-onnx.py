@@ -3,12 +3,15 @@
 `model.safetensors` and `config.json`, for aril's ONNX Runtime embedder. No torch: the graph is
 written node by node with the `onnx` package, the weights come from the safetensors file.
 
-    minilm-onnx.py MODEL_DIR OUT.onnx
+    minilm-onnx.py [--hidden-states] MODEL_DIR OUT.onnx
 
 The graph takes `input_ids` and `attention_mask` (int64, [batch, sequence]; token types are all 0
 and folded into the embeddings) and returns `sentence_embedding` ([batch, hidden], float32): the
 encoder's last hidden states mean-pooled over the attention mask and L2-normalised, exactly what
 sentence-transformers' Transformer -> Pooling(mean) -> Normalize computes.
+With --hidden-states it is the graph chromadb's default embedding function runs instead (for
+scripts/bench-mempalace): it also takes `token_type_ids` and returns the encoder's
+`last_hidden_state` ([batch, sequence, hidden]); chromadb pools and normalises it itself.
 Self-attention uses ONNX Runtime's fused `Attention` operator, so the graph is for ONNX Runtime.
 """
 
@@ -53,7 +56,7 @@ class Graph:
             axis=-1, epsilon=eps)
 
 
-def build(model_dir: Path):
+def build(model_dir: Path, hidden_states: bool = False):
     config = json.loads((model_dir / "config.json").read_text())
     if config.get("model_type") != "bert" or config.get("hidden_act") != "gelu":
         sys.exit(f"error: {model_dir}/config.json is not a BERT model with exact GELU")
@@ -71,8 +74,13 @@ def build(model_dir: Path):
                                g.const("step_i64", np.array(1, np.int64))])
     pos = g.op("Gather", [g.const("position_embeddings",
                                   w["embeddings.position_embeddings.weight"]), positions])
-    type0 = g.const("token_type_0", w["embeddings.token_type_embeddings.weight"][0])
-    x = g.layer_norm(g.op("Add", [g.op("Add", [word, pos]), type0]), w, "embeddings.LayerNorm", eps)
+    types = w["embeddings.token_type_embeddings.weight"]
+    if hidden_states:
+        token_type = g.op("Gather", [g.const("token_type_embeddings", types), "token_type_ids"])
+    else:
+        token_type = g.const("token_type_0", types[0])
+    x = g.layer_norm(g.op("Add", [g.op("Add", [word, pos]), token_type]), w,
+                     "embeddings.LayerNorm", eps)
 
     # Self-attention is ONNX Runtime's fused `Attention` operator (com.microsoft domain): one
     # packed Q/K/V projection, the padding mask given as is. The plain-ONNX form of the same
@@ -100,6 +108,15 @@ def build(model_dir: Path):
         out = g.linear(gelu, w, f"{p}.output.dense")
         x = g.layer_norm(g.op("Add", [out, x]), w, f"{p}.output.LayerNorm", eps)
 
+    dims = ["batch", "sequence"]
+    if hidden_states:
+        g.nodes.append(helper.make_node("Identity", [x], ["last_hidden_state"], name="hidden"))
+        inputs = [helper.make_tensor_value_info(n, TensorProto.INT64, dims)
+                  for n in (ids, mask, "token_type_ids")]
+        output = helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT,
+                                               dims + [hidden])
+        return finish(g, inputs, output)
+
     # Mean pooling over the mask, then L2 normalisation (eps as torch's F.normalize).
     m = g.op("Unsqueeze", [mask_f, g.const("axis_2", np.array([2], np.int64))])
     axis1 = g.const("axis_1", np.array([1], np.int64))
@@ -112,14 +129,14 @@ def build(model_dir: Path):
                         g.const("min_norm", np.array(1e-12, np.float32))])
     g.nodes.append(helper.make_node("Div", [mean, norm], ["sentence_embedding"], name="normalize"))
 
-    dims = ["batch", "sequence"]
-    graph = helper.make_graph(
-        g.nodes, "sentence_embedding",
-        [helper.make_tensor_value_info(ids, TensorProto.INT64, dims),
-         helper.make_tensor_value_info(mask, TensorProto.INT64, dims)],
-        [helper.make_tensor_value_info("sentence_embedding", TensorProto.FLOAT,
-                                       ["batch", hidden])],
-        g.inits)
+    inputs = [helper.make_tensor_value_info(n, TensorProto.INT64, dims) for n in (ids, mask)]
+    output = helper.make_tensor_value_info("sentence_embedding", TensorProto.FLOAT,
+                                           ["batch", hidden])
+    return finish(g, inputs, output)
+
+
+def finish(g, inputs, output):
+    graph = helper.make_graph(g.nodes, output.name, inputs, [output], g.inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET),
                                              helper.make_opsetid("com.microsoft", 1)],
                               producer_name="aril scripts/minilm-onnx.py")
@@ -131,10 +148,13 @@ def build(model_dir: Path):
 
 
 def main():
-    if len(sys.argv) != 3:
+    args = sys.argv[1:]
+    hidden_states = args[:1] == ["--hidden-states"]
+    args = args[1:] if hidden_states else args
+    if len(args) != 2:
         sys.exit(__doc__)
-    model = build(Path(sys.argv[1]))
-    out = Path(sys.argv[2])
+    model = build(Path(args[0]), hidden_states)
+    out = Path(args[1])
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".onnx.part")
     onnx.save(model, str(tmp))
