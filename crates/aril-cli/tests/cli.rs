@@ -312,15 +312,16 @@ fn a_newer_store_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     ok(aril(dir.path()).arg("migrate"));
     let conn = rusqlite::Connection::open(dir.path().join("store.sqlite")).unwrap();
+    let newer = aril_store::SCHEMA_VERSION + 1;
     conn.execute(
-        "UPDATE meta SET value = '7' WHERE key = 'schema_version'",
-        [],
+        "UPDATE meta SET value = ?1 WHERE key = 'schema_version'",
+        [newer.to_string()],
     )
     .unwrap();
     drop(conn);
     let err = fails(aril(dir.path()).arg("stats"));
     assert!(
-        err.contains("schema version 7, newer than this aril"),
+        err.contains(&format!("schema version {newer}, newer than this aril")),
         "{err}"
     );
 }

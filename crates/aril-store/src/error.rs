@@ -18,6 +18,15 @@ pub enum StoreError {
         found: i64,
         supported: i64,
     },
+    #[error(
+        "could not upgrade the store at {path} to schema version {version}: {source} (the file \
+         keeps the version before; nothing of it was lost)"
+    )]
+    Upgrade {
+        path: PathBuf,
+        version: i64,
+        source: rusqlite::Error,
+    },
     #[error("nothing is stored for {0}: check the user/agent/run ids")]
     UnknownScope(String),
     #[error("integrity check failed: {0}")]

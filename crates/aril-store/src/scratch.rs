@@ -141,6 +141,20 @@ impl Drop for ScratchDatabase {
     }
 }
 
+/// Creates an embedded store file at `path` as an aril of schema `version` left it (the
+/// migrations up to that version only), for tests of upgrades.
+pub fn sqlite_file_at_version(path: &std::path::Path, version: i64) -> Result<(), StoreError> {
+    let mut conn = rusqlite::Connection::open(path).map_err(|source| StoreError::Open {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    crate::schema::upgrade(&mut conn, 0, version).map_err(|(version, source)| StoreError::Upgrade {
+        path: path.to_path_buf(),
+        version,
+        source,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::with_database;

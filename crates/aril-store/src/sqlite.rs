@@ -13,7 +13,7 @@ use aril_segment::OpenSegment;
 use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension, Row, Transaction, params, params_from_iter};
 
-use crate::schema::{SCHEMA, SCHEMA_VERSION};
+use crate::schema::{self, SCHEMA_VERSION};
 use crate::sqlite_readers::{Reader, Readers};
 use crate::{
     ApiKeyRecord, CardBatch, CardLookup, CardVectors, CommitReport, DeleteReport, Embedding,
@@ -46,7 +46,7 @@ impl SqliteStore {
             path: path.to_path_buf(),
             source,
         };
-        let conn = Connection::open(path).map_err(open_err)?;
+        let mut conn = Connection::open(path).map_err(open_err)?;
         conn.execute_batch(
             "PRAGMA journal_mode = WAL;
              PRAGMA synchronous = FULL;
@@ -55,63 +55,21 @@ impl SqliteStore {
              PRAGMA busy_timeout = 5000;",
         )
         .map_err(open_err)?;
-        let found: Option<i64> = conn
-            .query_row(
-                "SELECT value FROM meta WHERE key = 'schema_version'",
-                [],
-                |r| r.get::<_, String>(0),
-            )
-            .optional()
-            .or_else(|e| match e {
-                // A fresh file has no meta table yet.
-                rusqlite::Error::SqliteFailure(_, Some(ref m)) if m.contains("no such table") => {
-                    Ok(None)
-                }
-                e => Err(e),
-            })
-            .map_err(open_err)?
-            .and_then(|v| v.parse().ok());
-        if let Some(found) = found
-            && found > SCHEMA_VERSION
-        {
+        let found = schema::version_of(&conn).map_err(open_err)?;
+        if found > SCHEMA_VERSION {
             return Err(StoreError::NewerSchema {
                 path: path.to_path_buf(),
                 found,
                 supported: SCHEMA_VERSION,
             });
         }
-        conn.execute_batch(SCHEMA).map_err(open_err)?;
-        if found == Some(4) {
-            // Version 4 created `llm_calls` without the o200k counts.
-            conn.execute_batch(
-                "ALTER TABLE llm_calls ADD COLUMN prompt_o200k INTEGER;
-                 ALTER TABLE llm_calls ADD COLUMN completion_o200k INTEGER;",
-            )
-            .map_err(open_err)?;
-        }
-        if found.is_some_and(|v| v < 6) {
-            // Version 6 added open-segment versions and consolidation claims.
-            conn.execute_batch(
-                "ALTER TABLE open_segments ADD COLUMN version INTEGER NOT NULL DEFAULT 0;
-                 ALTER TABLE consolidation ADD COLUMN claimed_until INTEGER;",
-            )
-            .map_err(open_err)?;
-        }
-        if found.is_some_and(|v| v < 3) {
-            // Segments closed before cards existed wait for consolidation like new ones.
-            conn.execute(
-                "INSERT OR IGNORE INTO consolidation (segment_id, status) \
-                 SELECT id, 'pending' FROM segments",
-                [],
-            )
-            .map_err(open_err)?;
-        }
-        // The schema above is additive, so an older file is now current.
-        conn.execute(
-            "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?1)",
-            [SCHEMA_VERSION.to_string()],
-        )
-        .map_err(open_err)?;
+        schema::upgrade(&mut conn, found, SCHEMA_VERSION).map_err(|(version, source)| {
+            StoreError::Upgrade {
+                path: path.to_path_buf(),
+                version,
+                source,
+            }
+        })?;
         Ok(Self {
             readers: Readers::new(path.to_path_buf()),
             conn: Mutex::new(conn),
