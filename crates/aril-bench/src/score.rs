@@ -126,6 +126,9 @@ pub fn longmemeval(
             }
             add("rankfor", v);
         }
+        if let Some(newest) = newest_first(case, &ranked, &g.answer_sessions, ks) {
+            add("newest", newest);
+        }
         let mut v = Vec::new();
         for &k in ks {
             v.push((
@@ -148,9 +151,51 @@ pub fn longmemeval(
         by_group: groups_json(&by_type),
         notes: json!({
             "mempalace_ndcg": "optimistic: ideal DCG over the retrieved top k, as MemPalace computes it",
+            "newest": "questions whose answer sessions have more than one date (knowledge updates): the newest ranked above every older one within the top k",
             "questions_without_gold": missing_gold,
         }),
     }
+}
+
+/// For a question with answer sessions of more than one date (LongMemEval's knowledge updates:
+/// the statement and its update): at each cut-off, 1 when the newest answer session is in the
+/// top `k` above every older one (an older one not retrieved counts as below), else 0. `None`
+/// when the question has fewer than two dated answer sessions or the newest date is shared.
+fn newest_first(
+    case: &Case,
+    ranked: &[String],
+    answer_sessions: &[String],
+    ks: &[usize],
+) -> Option<Vec<(String, f64)>> {
+    let date_of = |id: &String| {
+        let session = case.sessions.iter().find(|s| &s.id == id)?;
+        aril_engine::datasets::parse_longmemeval_time(session.date.as_deref()?).ok()
+    };
+    let mut dated: Vec<(chrono::DateTime<chrono::Utc>, &String)> = answer_sessions
+        .iter()
+        .filter_map(|id| Some((date_of(id)?, id)))
+        .collect();
+    dated.sort();
+    let [.., (older, _), (newest_date, newest)] = dated.as_slice() else {
+        return None;
+    };
+    if older == newest_date {
+        return None;
+    }
+    let rank = |id: &String| ranked.iter().position(|r| r == id);
+    let newest_rank = rank(newest);
+    let older_best = dated[..dated.len() - 1]
+        .iter()
+        .filter_map(|(_, id)| rank(id))
+        .min();
+    Some(
+        ks.iter()
+            .map(|&k| {
+                let first = newest_rank.is_some_and(|n| n < k && older_best.is_none_or(|o| n < o));
+                (format!("newest_first@{k}"), f64::from(u8::from(first)))
+            })
+            .collect(),
+    )
 }
 
 /// LoCoMo's context budgets, in o200k tokens.
@@ -386,6 +431,38 @@ mod tests {
         assert_eq!(s.metrics["rankfor"]["recall@20"], 1.0);
         assert_eq!(s.metrics["official"]["recall_any@20"], 1.0);
         assert_eq!(s.metrics["mempalace"]["recall_any@20"], 1.0);
+    }
+
+    #[test]
+    fn newest_first_asks_the_latest_answer_session_above_the_older_ones() {
+        let session = |id: &str, date: &str| crate::data::HSession {
+            id: id.into(),
+            date: Some(date.into()),
+            turns: Vec::new(),
+        };
+        let mut case = Case::empty("q1");
+        case.sessions = std::sync::Arc::new(vec![
+            session("old", "2023/01/05 (Thu) 10:00"),
+            session("new", "2023/06/01 (Thu) 09:00"),
+            session("other", "2023/07/01 (Sat) 09:00"),
+        ]);
+        let g: HashMap<String, Gold> = [("q1".to_string(), gold(&["old", "new"]))].into();
+        let score = |order: &[&str]| {
+            let units: Vec<Unit> = order.iter().map(|s| unit(s)).collect();
+            let s = longmemeval(std::slice::from_ref(&case), &[units], &g, &[1, 3]);
+            (
+                s.metrics["newest"]["newest_first@1"].as_f64().unwrap(),
+                s.metrics["newest"]["newest_first@3"].as_f64().unwrap(),
+            )
+        };
+        assert_eq!(score(&["new", "old", "other"]), (1.0, 1.0));
+        assert_eq!(score(&["old", "new", "other"]), (0.0, 0.0));
+        // The older one not retrieved counts as below; the newest must be inside the cut-off.
+        assert_eq!(score(&["other", "new"]), (0.0, 1.0));
+        // A question with one answer session has no such figure.
+        let one: HashMap<String, Gold> = [("q1".to_string(), gold(&["new"]))].into();
+        let s = longmemeval(&[case], &[vec![unit("new")]], &one, &[1]);
+        assert!(s.metrics.get("newest").is_none());
     }
 
     #[test]

@@ -31,6 +31,7 @@ aril_store::conformance!(
     a_question_naming_two_speakers_focuses_on_both_by_what_they_say,
     a_question_naming_a_month_votes_for_what_was_said_that_month,
     a_question_asking_about_last_week_votes_for_what_was_said_since,
+    a_question_about_the_present_puts_the_newest_statement_first,
     sentence_vectors_find_the_sentence_of_a_long_turn_that_answers,
     an_update_is_a_new_version_that_recall_prefers_and_history_keeps,
     deleting_a_memory_removes_every_version_and_rebuilds_what_held_it,
@@ -343,7 +344,7 @@ fn only_lists(on: impl FnOnce(&mut aril_engine::RecallConfig)) -> Config {
     let r = &mut config.recall;
     (r.w_dense_turns, r.w_lexical_turns, r.w_dense_segments) = (0.0, 0.0, 0.0);
     (r.w_lexical_segments, r.w_lexical_windows) = (0.0, 0.0);
-    (r.w_focus, r.w_dated) = (0.0, 0.0);
+    (r.w_focus, r.w_dated, r.w_present) = (0.0, 0.0, 0.0);
     on(r);
     config
 }
@@ -517,6 +518,48 @@ fn a_question_naming_a_month_votes_for_what_was_said_that_month(place: &Place) {
         "{:?}",
         plain.results
     );
+}
+
+fn a_question_about_the_present_puts_the_newest_statement_first(place: &Place) {
+    // The job said in March, the new one in May, each as relevant as the other; the newest-first
+    // list alone votes, so the order is its own.
+    let turns = vec![
+        said_in(3, 0, "I work as a data analyst at Acme Logistics."),
+        said_in(3, 1, "The weather was awful all week."),
+        said_in(
+            5,
+            2,
+            "I work as a machine learning engineer at Globex Health.",
+        ),
+        said_in(5, 3, "I bought new running shoes."),
+    ];
+    let mut engine = place.open_with(only_lists(|r| {
+        (r.w_dense_turns, r.w_present) = (1.0, 1.0);
+    }));
+    ingest(&mut engine, turns, true);
+    let job = |found: &aril_engine::SearchResponse, employer: &str| {
+        found.results.iter().position(|h| h.text.contains(employer))
+    };
+    for question in ["Where do I work now?", "What is my current job?"] {
+        let found = search(&mut engine, "u", question, 4);
+        let (newer, older) = (job(&found, "Globex"), job(&found, "Acme"));
+        assert!(
+            newer.is_some_and(|n| older.is_none_or(|o| n < o)),
+            "{question}: {found:?}"
+        );
+    }
+    // Without a cue of the present the list is not added: the scores are the dense list's alone.
+    let scored = |engine: &mut Engine| {
+        search(engine, "u", "Where did I work as a data analyst?", 4)
+            .results
+            .iter()
+            .map(|h| (h.text.clone(), h.score))
+            .collect::<Vec<_>>()
+    };
+    let past = scored(&mut engine);
+    drop(engine);
+    let mut dense_only = place.open_with(only_lists(|r| r.w_dense_turns = 1.0));
+    assert_eq!(past, scored(&mut dense_only));
 }
 
 fn a_question_asking_about_last_week_votes_for_what_was_said_since(place: &Place) {

@@ -42,6 +42,17 @@ pub struct RecallConfig {
     /// lists searched again for the question without the date, restricted to the turns said in
     /// the one day, month or year a question names; [`crate::dated`]). 0 turns date focus off.
     pub w_dated: f32,
+    /// Fusion weight of the newest-first list a question about the present adds ("now",
+    /// "currently", "still", "so far", ...; [`crate::present`]): the fused candidates ranked by
+    /// when they were said, so the latest of statements of about equal relevance comes first.
+    /// 0 turns it off.
+    pub w_present: f32,
+    /// Whether a question in the present tense (its first auxiliary "do", "is", "have", ...)
+    /// asks about the present too, without a cue. Measured (docs/benchmarks-history.md): on
+    /// LongMemEval's knowledge updates the newest answer session comes first far more often, but
+    /// questions that gather every statement ("How many ... have I ...?") lose some recall at 5,
+    /// and LoCoMo some at 1k tokens; off by default.
+    pub present_tense: bool,
     /// How much deeper than `candidates` a focus list is searched first (it keeps the named
     /// speaker's or period's turns), so it still holds about `candidates` turns.
     pub focus_depth: usize,
@@ -96,6 +107,8 @@ impl Default for RecallConfig {
             w_lexical_windows: 2.0,
             w_focus: 2.0,
             w_dated: 2.0,
+            w_present: 2.0,
+            present_tense: false,
             focus_depth: 4,
             w_sessions: 2.0,
             session_turns: 3,

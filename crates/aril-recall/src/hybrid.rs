@@ -3,7 +3,8 @@
 //! BM25 over each turn's lexical window, BM25 over segments when weighted) and fused with RRF; a
 //! question naming one of the scope's speakers adds three more ([`crate::focus`]), and one naming
 //! a day, month or year, or a past time relative to when it is asked, three more
-//! ([`crate::dated`]). By default a segment's rank is credited to
+//! ([`crate::dated`]); one asking about the present ranks the fused candidates once more, newest
+//! first ([`crate::present`]). By default a segment's rank is credited to
 //! each of its turns (`SegmentUse::RankTurns`): the segment's context lifts the turns it holds,
 //! and only turns are shown. The fused units are packed into `k` and an optional token budget; no
 //! turn is shown twice (a segment shown as a unit shows only the turns a better-ranked unit has
@@ -27,7 +28,7 @@ use aril_store::Store;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::{LexicalTurnRoles, RecallConfig, RecallError, SegmentUse, pack, rrf_ranked};
+use crate::{LexicalTurnRoles, RecallConfig, RecallError, SegmentUse, pack, present, rrf_ranked};
 
 /// The read path over one memory: its store, the search over the store's units and the
 /// embedder, with recall's settings. Cheap to make (references and a shared embedder), so each
@@ -400,7 +401,11 @@ impl Recall<'_> {
             ],
             r.rrf_k,
         );
-        self.resolve(&fused, &superseded, read)
+        let mut candidates = self.resolve(&fused, &superseded, read)?;
+        if r.w_present > 0.0 && present::asks_about_present(query, r.present_tense) {
+            present::newest_first(&mut candidates, c, r.w_present, r.rrf_k);
+        }
+        Ok(candidates)
     }
 
     /// BM25 over the turns' lexical windows; a window hit is its turn's ([`UnitId::of`]).

@@ -3,7 +3,8 @@
 //! - [`Recall`] (`hybrid`) is the LLM-free recall over one memory: the question embedded, ranked
 //!   lists taken through the search seam ([`aril_index::UnitSearch`]: dense and BM25 over turns,
 //!   windows and segments, plus the speaker (`focus.rs`) and date (`dated.rs`) focus lists), fused,
-//!   resolved to the store's current turns and packed into `k` and a token budget.
+//!   resolved to the store's current turns (newest first among equals when the question asks about
+//!   the present: `present.rs`) and packed into `k` and a token budget.
 //! - Its last steps are pure functions over ids, easy to test on hand-built rankings:
 //!   reciprocal-rank fusion ([`rrf`], [`rrf_ranked`]), selection across paths with diversity
 //!   ([`select_diverse`]) and packing into a budget ([`pack`]). The planned recall of the engine
@@ -19,6 +20,7 @@ mod error;
 mod focus;
 mod fusion;
 mod hybrid;
+mod present;
 
 pub use budget::{Packed, pack};
 pub use config::{LexicalTurnRoles, RECALL_RRF_K, RecallConfig, SegmentUse};
