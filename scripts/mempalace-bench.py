@@ -35,6 +35,23 @@ def percentile(values, p):
     return ordered[round((len(ordered) - 1) * p)]
 
 
+def write_report(out_path, benchmark, data_path, scored, recall, turns, index_s, query_ms):
+    """One run's JSON report: recall over the scored questions, indexing and query times."""
+    report = {
+        "system": "mempalace",
+        "benchmark": benchmark,
+        "data": Path(data_path).name,
+        "n_questions": scored,
+        **recall,
+        "turns": turns,
+        "index_s": index_s,
+        "turns_per_s": turns / index_s,
+        "query_ms_p50": percentile(query_ms, 0.5),
+        "query_ms_p99": percentile(query_ms, 0.99),
+    }
+    Path(out_path).write_text(json.dumps(report, indent=2) + "\n")
+
+
 def longmemeval(data_path, out_path):
     import chromadb
     from chromadb.utils.embedding_functions import DefaultEmbeddingFunction
@@ -72,20 +89,8 @@ def longmemeval(data_path, out_path):
                 hits[k] += bool(gold & set(ranked[:k]))
         print(f"\rlongmemeval {n + 1}/{len(questions)}", end="", file=sys.stderr, flush=True)
     print(file=sys.stderr)
-    report = {
-        "system": "mempalace",
-        "benchmark": "longmemeval",
-        "data": Path(data_path).name,
-        "n_questions": scored,
-        "recall_any@5": hits[5] / scored,
-        "recall_any@10": hits[10] / scored,
-        "turns": turns,
-        "index_s": index_s,
-        "turns_per_s": turns / index_s,
-        "query_ms_p50": percentile(query_ms, 0.5),
-        "query_ms_p99": percentile(query_ms, 0.99),
-    }
-    Path(out_path).write_text(json.dumps(report, indent=2) + "\n")
+    recall = {f"recall_any@{k}": hits[k] / scored for k in hits}
+    write_report(out_path, "longmemeval", data_path, scored, recall, turns, index_s, query_ms)
 
 
 def turn_line(turn):
@@ -174,19 +179,8 @@ def locomo(data_path, work, out_path):
                 held = {d for drawer in kept for d in drawer}
                 sums[name] += len(evidence & held) / len(evidence)
         print(f"locomo {sample['sample_id']} done", file=sys.stderr, flush=True)
-    report = {
-        "system": "mempalace",
-        "benchmark": "locomo",
-        "data": Path(data_path).name,
-        "n_questions": scored,
-        **{name: total / scored for name, total in sums.items()},
-        "turns": turns,
-        "index_s": index_s,
-        "turns_per_s": turns / index_s,
-        "query_ms_p50": percentile(query_ms, 0.5),
-        "query_ms_p99": percentile(query_ms, 0.99),
-    }
-    Path(out_path).write_text(json.dumps(report, indent=2) + "\n")
+    recall = {name: total / scored for name, total in sums.items()}
+    write_report(out_path, "locomo", data_path, scored, recall, turns, index_s, query_ms)
 
 
 def table(aril_lme, aril_locomo, mp_lme, mp_locomo):
