@@ -112,8 +112,6 @@ const IGNORED_OPTIONS: &[&str] = &[
     "threshold",
     "fields",
     "filter_memories",
-    "page",
-    "page_size",
     "prompt",
     "memory_type",
 ];
@@ -517,12 +515,24 @@ pub(crate) async fn search_scope(
     Ok(Results { results })
 }
 
-/// The scope to list (top level or in `filters`).
+/// The scope to list (top level or in `filters`), and the page (here or in the query string).
 #[derive(Deserialize, ToSchema)]
 struct GetAllBody {
     filters: Option<Value>,
+    page: Option<u64>,
+    page_size: Option<u64>,
     #[serde(flatten)]
     rest: Map<String, Value>,
+}
+
+/// A paging field from the query string or the body; given in both, they must agree.
+fn one_of(name: &str, query: Option<u64>, body: Option<u64>) -> Result<Option<u64>, ApiError> {
+    match (query, body) {
+        (Some(q), Some(b)) if q != b => Err(ApiError::bad_request(format!(
+            "{name} is {q} in the query string and {b} in the body: give it once"
+        ))),
+        (q, b) => Ok(q.or(b)),
+    }
 }
 
 #[derive(Deserialize, IntoParams)]
@@ -566,7 +576,8 @@ pub(crate) async fn page_of(
     })
 }
 
-/// `POST /v3/memories/`: a page of the scope's memories, oldest first.
+/// `POST /v3/memories/`: a page of the scope's memories, oldest first (`page` / `page_size` in
+/// the query string, as the Mem0 client sends them, or in the body).
 #[utoipa::path(post, path = "/v3/memories/", tag = TAG, params(Paging), request_body = GetAllBody,
     security(("token" = [])), responses(
     (status = 200, body = Page), (status = "4XX", body = ErrorBody)))]
@@ -578,14 +589,10 @@ async fn get_all(
 ) -> Result<axum::Json<Page>, ApiError> {
     let scope = ScopeArgs::gather(&mut body.rest, body.filters.as_ref())?;
     let filter = scope.filter(&caller)?;
+    let page = one_of("page", paging.page, body.page)?;
+    let page_size = one_of("page_size", paging.page_size, body.page_size)?;
     Ok(axum::Json(
-        page_of(
-            &state,
-            filter,
-            paging.page.unwrap_or(1),
-            paging.page_size.unwrap_or(100),
-        )
-        .await?,
+        page_of(&state, filter, page.unwrap_or(1), page_size.unwrap_or(100)).await?,
     ))
 }
 

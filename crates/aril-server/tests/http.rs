@@ -228,6 +228,77 @@ async fn a_user_key_reaches_its_own_user_only() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mem0_lists_page_by_the_query_string_or_the_body_alike() {
+    let s = Server::start().await;
+    let (st, added) = s
+        .call(
+            "POST",
+            "/v1/turns",
+            &s.user_key,
+            Some(json!({"turns": [
+                {"text": "I keep my bike in the garage."},
+                {"text": "My sister lives in Porto."},
+                {"text": "I am learning the cello."}
+            ]})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{added}");
+    let memories = |page: &Value| -> Vec<String> {
+        page["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["memory"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let (st, by_query) = s
+        .call(
+            "POST",
+            "/v2/memories/?page=2&page_size=1",
+            &s.user_key,
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{by_query}");
+    let (st, by_body) = s
+        .call(
+            "POST",
+            "/v2/memories/",
+            &s.user_key,
+            Some(json!({"page": 2, "page_size": 1})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{by_body}");
+    assert_eq!(by_body["count"], 3);
+    assert_eq!(memories(&by_body).len(), 1);
+    assert_eq!(memories(&by_body), memories(&by_query));
+    let (_, all) = s
+        .call("POST", "/v2/memories/", &s.user_key, Some(json!({})))
+        .await;
+    assert_eq!(memories(&all)[1..2], memories(&by_body)[..]);
+    // Given twice, the two must agree; search does not page.
+    let (st, err) = s
+        .call(
+            "POST",
+            "/v2/memories/?page=1",
+            &s.user_key,
+            Some(json!({"page": 2})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::BAD_REQUEST, "{err}");
+    assert!(err.to_string().contains("give it once"), "{err}");
+    let (st, err) = s
+        .call(
+            "POST",
+            "/v2/memories/search/",
+            &s.user_key,
+            Some(json!({"query": "bike", "page": 2})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::BAD_REQUEST, "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scope_less_deletion_is_refused_and_reset_needs_admin_and_confirmation() {
     let s = Server::start().await;
     for user in ["alice", "carol"] {
