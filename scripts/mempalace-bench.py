@@ -63,13 +63,15 @@ def longmemeval(data_path, out_path):
     hits = {5: 0, 10: 0}
     scored = 0
     for n, q in enumerate(questions):
-        ids, docs = [], []
+        # Documents are numbered: a haystack may hold the same session id twice.
+        sessions, docs = [], []
         for sid, session in zip(q["haystack_session_ids"], q["haystack_sessions"]):
             turns += len(session)
             text = "\n".join(t["content"] for t in session if t["role"] == "user")
             if text.strip():
-                ids.append(sid)
+                sessions.append(sid)
                 docs.append(text)
+        ids = [str(i) for i in range(len(docs))]
         name = f"question-{n}"
         started = time.perf_counter()
         collection = client.create_collection(name, embedding_function=embed)
@@ -79,7 +81,7 @@ def longmemeval(data_path, out_path):
         started = time.perf_counter()
         found = collection.query(query_texts=[q["question"]], n_results=min(50, len(docs)))
         query_ms.append((time.perf_counter() - started) * 1000)
-        ranked = found["ids"][0]
+        ranked = list(dict.fromkeys(sessions[int(i)] for i in found["ids"][0]))
         client.delete_collection(name)
         # Scoring only from here on.
         gold = set(q["answer_session_ids"])
