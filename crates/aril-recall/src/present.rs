@@ -11,7 +11,8 @@
 //! (docs/benchmarks-history.md), so it is off by default.
 //!
 //! What it deliberately does not do: decide that two statements are about the same thing (that
-//! takes a model; cards carry supersessions for it), or read the tense of a verb.
+//! takes a model; cards carry supersessions for it), or parse a sentence (the tense option looks
+//! at the first auxiliary only).
 
 use crate::hybrid::Candidate;
 

@@ -12,7 +12,11 @@
 //! (it ran the whole current schema before adding columns, so a column may already exist: a
 //! column is added only when missing).
 
+use std::path::Path;
+
 use rusqlite::{Connection, OptionalExtension};
+
+use crate::StoreError;
 
 /// One step of the schema: what it creates, the columns it adds to existing tables, and the
 /// version it reaches.
@@ -94,18 +98,23 @@ pub(crate) fn version_of(conn: &Connection) -> rusqlite::Result<i64> {
     Ok(value.and_then(|v| v.parse().ok()).unwrap_or(0))
 }
 
-/// Applies every migration above `from` up to `to`, each in its own transaction.
-/// `Err((version, error))` names the migration that failed; the file stays at the one before.
+/// Applies every migration above `from` up to `to` to the file at `path`, each in its own
+/// transaction; on failure the error names the migration, and the file stays at the one before.
 pub(crate) fn upgrade(
     conn: &mut Connection,
+    path: &Path,
     from: i64,
     to: i64,
-) -> Result<(), (i64, rusqlite::Error)> {
+) -> Result<(), StoreError> {
     for m in MIGRATIONS
         .iter()
         .filter(|m| m.version > from && m.version <= to)
     {
-        apply(conn, m).map_err(|e| (m.version, e))?;
+        apply(conn, m).map_err(|source| StoreError::Upgrade {
+            path: path.to_path_buf(),
+            version: m.version,
+            source,
+        })?;
     }
     Ok(())
 }

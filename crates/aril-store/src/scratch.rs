@@ -148,11 +148,7 @@ pub fn sqlite_file_at_version(path: &std::path::Path, version: i64) -> Result<()
         path: path.to_path_buf(),
         source,
     })?;
-    crate::schema::upgrade(&mut conn, 0, version).map_err(|(version, source)| StoreError::Upgrade {
-        path: path.to_path_buf(),
-        version,
-        source,
-    })
+    crate::schema::upgrade(&mut conn, path, 0, version)
 }
 
 #[cfg(test)]

@@ -63,13 +63,7 @@ impl SqliteStore {
                 supported: SCHEMA_VERSION,
             });
         }
-        schema::upgrade(&mut conn, found, SCHEMA_VERSION).map_err(|(version, source)| {
-            StoreError::Upgrade {
-                path: path.to_path_buf(),
-                version,
-                source,
-            }
-        })?;
+        schema::upgrade(&mut conn, path, found, SCHEMA_VERSION)?;
         Ok(Self {
             readers: Readers::new(path.to_path_buf()),
             conn: Mutex::new(conn),
