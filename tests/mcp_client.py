@@ -43,8 +43,17 @@ async def exercise(session, transport, user_arg):
     added = payload(r)
     check(f"{transport}: add_memory", not r.is_error and len(added["results"]) == 2, added)
     mid = added["results"][0]["id"]
-    r = await session.call_tool("add_memory", {"text": "My running shoes are Asics Novablast.", **user_arg})
+    r = await session.call_tool("add_memory", {"text": "My running shoes are Asics Novablast.",
+                                               "metadata": {"category": "gear"}, **user_arg})
     check(f"{transport}: add_memory with text", not r.is_error, payload(r))
+    shoes = payload(r)["results"][0]["id"]
+    r = await session.call_tool("get_memory", {"memory_id": shoes})
+    check(f"{transport}: add_memory keeps metadata", payload(r)["metadata"] == {"category": "gear"}, payload(r))
+    r = await session.call_tool("update_memory", {"memory_id": shoes, "metadata": {"category": "shoes"}})
+    check(f"{transport}: update_memory replaces metadata alone", not r.is_error and payload(r)["metadata"] == {"category": "shoes"}
+          and "Asics" in payload(r)["memory"], payload(r))
+    r = await session.call_tool("add_memory", {"text": "x", "metadata": {"aril": 1}, **user_arg})
+    check(f"{transport}: reserved metadata is a clear tool error", r.is_error and "reserved" in payload(r)["message"], payload(r))
     r = await session.call_tool("append_turns", {"turns": [
         {"role": "user", "text": "I hurt my left knee on the long run.", "at": "2024-08-04T07:30:00Z"}],
         "conversation": "training-log", "flush": True, **user_arg})

@@ -47,7 +47,14 @@ def main():
         )
         ids = [r["id"] for r in added["results"]]
         check("add returns the kept turns", len(ids) == 2 and added["results"][0]["event"] == "ADD", added)
-        client.add("I moved to Porto last spring.", user_id="alice")
+        tags = {"source": "email", "tags": ["travel", 1], "nested": {"ok": True}}
+        porto = client.add("I moved to Porto last spring.", user_id="alice", metadata=tags)
+        porto_id = porto["results"][0]["id"]
+        check("add keeps the metadata", client.get(porto_id)["metadata"] == tags, client.get(porto_id))
+        moved = client.search("where did she move?", filters={"user_id": "alice"}, top_k=5)["results"]
+        check("search returns the metadata", [r["metadata"] for r in moved if r["id"] == porto_id] == [tags], moved)
+        err = raises(lambda: client.add("Not kept.", user_id="alice", metadata={"aril": 1}))
+        check("the reserved metadata key is refused", err is not None and "reserved" in str(err), err)
         again = client.add("I moved to Porto last spring.", user_id="alice", timestamp=1700000000)
         check("add with a timestamp", again["results"][0]["event"] == "ADD", again)
 
@@ -79,7 +86,11 @@ def main():
               any(r["id"] == ids[0] and r["memory"].startswith("I'm vegan") for r in found["results"])
               and not any(r["memory"].startswith("I'm vegetarian") for r in found["results"]), found)
         check("get_all counts the memory once", client.get_all(filters={"user_id": "alice"})["count"] == 4)
-        check("update without text is refused", raises(lambda: client.update(ids[0], metadata={"k": 1})) is not None)
+        meta = client.update(ids[0], metadata={"diet": "vegan"})
+        check("update replaces the metadata alone", meta["metadata"] == {"diet": "vegan"}
+              and meta["memory"].startswith("I'm vegan"), meta)
+        check("history keeps each version's metadata", [h["metadata"] for h in client.history(ids[0])]
+              == [None, None, {"diet": "vegan"}], client.history(ids[0]))
         check("an unknown memory is missing", not_found(lambda: client.update("t_nope", text="x")))
         client.delete(ids[1])
         check("delete removes one memory", client.get_all(filters={"user_id": "alice"})["count"] == 3)

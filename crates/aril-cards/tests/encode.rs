@@ -33,6 +33,7 @@ fn segment() -> (Segment, Vec<Turn>) {
                         .unwrap(),
                 ),
                 source_id: Some(format!("D1:{}", i + 1)),
+                metadata: None,
             };
             Turn {
                 id: t.id(),

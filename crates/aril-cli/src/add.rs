@@ -5,7 +5,9 @@ use std::io::BufRead;
 use std::sync::atomic::AtomicBool;
 
 use anyhow::{Context, bail};
-use aril_engine::{Engine, IngestOptions, NewTurn, Role, TurnDefaults, TurnIn, parse_time};
+use aril_engine::{
+    Engine, IngestOptions, Metadata, NewTurn, Role, TurnDefaults, TurnIn, parse_time,
+};
 use chrono::Utc;
 
 use crate::args::AddCmd;
@@ -25,6 +27,7 @@ pub fn run(mut engine: Engine, cmd: &AddCmd) -> anyhow::Result<()> {
                 None => Utc::now(),
             }),
             source_id: None,
+            metadata: metadata(cmd)?,
         }],
         _ => read_lines(cmd)?,
     };
@@ -45,6 +48,15 @@ pub fn run(mut engine: Engine, cmd: &AddCmd) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The `--metadata` object, checked.
+fn metadata(cmd: &AddCmd) -> anyhow::Result<Option<Metadata>> {
+    cmd.metadata
+        .as_deref()
+        .map(Metadata::from_json)
+        .transpose()
+        .context("--metadata")
+}
+
 fn read_lines(cmd: &AddCmd) -> anyhow::Result<Vec<NewTurn>> {
     let defaults = TurnDefaults {
         scope: Some(cmd.scope.scope()?),
@@ -53,6 +65,7 @@ fn read_lines(cmd: &AddCmd) -> anyhow::Result<Vec<NewTurn>> {
         role: Role::parse(&cmd.role)?,
         speaker: cmd.speaker.clone(),
         at: cmd.at.as_deref().map(parse_time).transpose()?,
+        metadata: metadata(cmd)?,
     };
     let mut turns = Vec::new();
     for (n, line) in std::io::stdin().lock().lines().enumerate() {

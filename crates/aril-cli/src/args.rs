@@ -329,6 +329,10 @@ pub struct AddCmd {
     /// When the turn was said (RFC 3339, e.g. 2024-03-01T10:00:00Z). Default: now.
     #[arg(long)]
     pub at: Option<String>,
+    /// A JSON object kept with the turn (with stdin: with each line that has none of its own),
+    /// e.g. '{"source": "email"}'; returned by search, list and export.
+    #[arg(long, value_name = "JSON")]
+    pub metadata: Option<String>,
     /// Close the conversation's open segment after adding.
     #[arg(long)]
     pub flush: bool,

@@ -203,6 +203,10 @@ fn bad_turns_and_unknown_scopes_change_nothing() {
     assert!(err.contains("bad timestamp"), "{err}");
     let err = fails(aril(d).args(["add", "--user", "u", "--role", "narrator", "hello"]));
     assert!(err.contains("unknown role"), "{err}");
+    let err = fails(aril(d).args(["add", "--user", "u", "--metadata", "[1]", "hello"]));
+    assert!(err.contains("must be a JSON object"), "{err}");
+    let err = fails(aril(d).args(["add", "--user", "u", "--metadata", "{bad", "hello"]));
+    assert!(err.contains("not valid JSON"), "{err}");
     // JSON lines: the second line is bad, so the first is not stored either.
     let out = add_stdin(
         d,
@@ -480,6 +484,7 @@ fn a_data_directory_moves_to_postgres_and_back() {
         ok(aril(d)
             .args(["add", "--user", "u", "--session", "s1", "--at"])
             .arg(format!("2024-03-01T10:0{i}:00Z"))
+            .args(["--metadata", &format!("{{\"n\": {i}}}")])
             .arg(text));
     }
     ok(aril(d).args(["keys", "create", "--user", "u"]));
@@ -513,6 +518,11 @@ fn a_data_directory_moves_to_postgres_and_back() {
             .contains("Tobias"),
         "{pg}"
     );
+    assert_eq!(
+        pg["results"][0]["metadata"],
+        serde_json::json!({"n": 1}),
+        "{pg}"
+    );
     // Again: nothing new is copied, the stores still compare equal.
     let again: serde_json::Value = serde_json::from_str(&ok(aril(d)
         .args(["migrate-store", "--from"])
@@ -529,6 +539,10 @@ fn a_data_directory_moves_to_postgres_and_back() {
     assert_eq!(home["equal"], true, "{home}");
     let local = search(back.path().to_str().unwrap());
     assert_eq!(local["results"][0]["id"], pg["results"][0]["id"]);
+    assert_eq!(
+        local["results"][0]["metadata"],
+        pg["results"][0]["metadata"]
+    );
     ok(aril(back.path()).arg("check"));
     let same = fails(
         aril(d)
@@ -906,7 +920,7 @@ fn an_export_adds_back_as_the_same_memories() {
         concat!(
             "{\"text\": \"I moved to Porto in May.\", \"at\": \"2024-03-01T10:00:00.25Z\", \"session\": \"s1\"}\n",
             "{\"text\": \"Porto is lovely \\\"in spring\\\".\", \"role\": \"assistant\", \"speaker\": \"Bo\", \"at\": \"2024-03-01T10:01:00Z\", \"session\": \"s1\", \"source_id\": \"m2\"}\n",
-            "{\"text\": \"My agent books trains.\", \"agent_id\": \"travel\", \"run_id\": \"r1\", \"conversation\": \"trip\", \"at\": \"2024-03-02T08:00:00+02:00\"}\n",
+            "{\"text\": \"My agent books trains.\", \"agent_id\": \"travel\", \"run_id\": \"r1\", \"conversation\": \"trip\", \"at\": \"2024-03-02T08:00:00+02:00\", \"metadata\": {\"source\": \"sms\", \"n\": [1.5]}}\n",
             "{\"text\": \"Someone else's memory.\", \"user_id\": \"v\", \"at\": \"2024-03-03T08:00:00Z\"}\n",
         ),
     );
@@ -928,6 +942,11 @@ fn an_export_adds_back_as_the_same_memories() {
     assert_eq!(lines[1]["source_id"], "m2");
     assert_eq!(lines[2]["agent_id"], "travel");
     assert_eq!(lines[2]["at"], "2024-03-02T06:00:00+00:00");
+    assert_eq!(
+        lines[2]["metadata"],
+        serde_json::json!({"source": "sms", "n": [1.5]})
+    );
+    assert!(lines[0].get("metadata").is_none(), "absent, not null");
     let narrowed = ok(aril(a.path()).args(["export", "--user", "u", "--agent", "travel"]));
     assert_eq!(
         narrowed.lines().collect::<Vec<_>>(),

@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::{InvalidInput, Scope, short_hash};
+use crate::{InvalidInput, Metadata, Scope, short_hash};
 
 /// Stable id of a turn, derived from its scope, place and content (see [`NewTurn::id`]).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -71,6 +71,10 @@ pub struct NewTurn {
     pub event_time: Option<DateTime<Utc>>,
     /// The id the source gives the turn (LoCoMo `D1:3`), unique inside the conversation.
     pub source_id: Option<String>,
+    /// What the client attached to it (Mem0's `metadata`), kept verbatim; not part of the id,
+    /// never read to rank.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Metadata>,
 }
 
 impl NewTurn {
@@ -172,6 +176,7 @@ mod tests {
             text: text.into(),
             event_time: None,
             source_id: source.map(str::to_string),
+            metadata: None,
         }
     }
 

@@ -65,6 +65,7 @@ mod tests {
                 text: text.into(),
                 event_time: None,
                 source_id: None,
+                metadata: None,
             },
             ingest_time: chrono::Utc::now(),
         }

@@ -141,6 +141,7 @@ fn read_samples(path: &Path, only: &[String]) -> Result<Vec<ReadSample>, Dataset
                     text,
                     event_time: when,
                     source_id: Some(t.dia_id),
+                    metadata: None,
                 });
             }
         }

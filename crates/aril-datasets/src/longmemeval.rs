@@ -104,6 +104,7 @@ pub fn read(path: &Path) -> Result<Vec<Question>, DatasetError> {
                     text: m.content,
                     event_time: Some(when),
                     source_id: Some(format!("{session_id}:{i}")),
+                    metadata: None,
                 });
             }
             session_ids.push(session_id);

@@ -1,7 +1,7 @@
 //! The wire form of a turn, shared by every adapter that takes turns from outside (`aril add`
 //! JSON lines, `aril serve`): scope fields and time as plain strings, checked here once.
 
-use aril_core::{NewTurn, Role, Scope, Turn};
+use aril_core::{Metadata, NewTurn, Role, Scope, Turn};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
@@ -38,6 +38,10 @@ pub struct TurnIn {
     /// The id the source gives the turn, unique inside its conversation (makes re-sending safe).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub source_id: Option<String>,
+    /// A JSON object kept with the turn and returned with it (at most 16 KiB).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub metadata: Option<Metadata>,
 }
 
 impl From<&Turn> for TurnIn {
@@ -57,6 +61,7 @@ impl From<&Turn> for TurnIn {
             text: t.text.clone(),
             at: t.event_time.map(|at| at.to_rfc3339()),
             source_id: t.source_id.clone(),
+            metadata: t.metadata.clone(),
         }
     }
 }
@@ -70,6 +75,8 @@ pub struct TurnDefaults {
     pub role: Role,
     pub speaker: Option<String>,
     pub at: Option<DateTime<Utc>>,
+    /// Metadata for the turns that carry none of their own.
+    pub metadata: Option<Metadata>,
 }
 
 impl Default for TurnDefaults {
@@ -81,6 +88,7 @@ impl Default for TurnDefaults {
             role: Role::User,
             speaker: None,
             at: None,
+            metadata: None,
         }
     }
 }
@@ -141,6 +149,7 @@ impl TurnIn {
             text: self.text,
             event_time: Some(at),
             source_id: self.source_id,
+            metadata: self.metadata.or_else(|| defaults.metadata.clone()),
         };
         turn.validate()?;
         Ok(turn)
@@ -166,6 +175,10 @@ mod tests {
             text: "It was on the 3rd, \"after lunch\".".into(),
             event_time: Some(parse_time("2024-03-01T10:00:00.123456789Z").unwrap()),
             source_id: None,
+            metadata: Some(
+                Metadata::try_from(serde_json::json!({"source": "email", "tags": [1, "a"]}))
+                    .unwrap(),
+            ),
         };
         let stored = Turn {
             id: turn.id(),
@@ -182,10 +195,21 @@ mod tests {
 
     #[test]
     fn fields_fall_back_to_the_defaults() {
+        let tagged =
+            |tag: &str| Some(Metadata::try_from(serde_json::json!({ "tag": tag })).unwrap());
         let defaults = TurnDefaults {
             scope: Some(Scope::new("u".into(), Some("a".into()), None).unwrap()),
+            metadata: tagged("batch"),
             ..Default::default()
         };
+        let own = TurnIn {
+            text: "mine".into(),
+            metadata: tagged("own"),
+            ..Default::default()
+        }
+        .into_turn(&defaults, now())
+        .unwrap();
+        assert_eq!(own.metadata, tagged("own"));
         let t = TurnIn {
             text: "hello".into(),
             run_id: Some("r".into()),
@@ -199,6 +223,7 @@ mod tests {
         assert_eq!(t.conversation, "default");
         assert_eq!(t.role, Role::User);
         assert_eq!(t.event_time, Some(now()));
+        assert_eq!(t.metadata, tagged("batch"));
     }
 
     #[test]

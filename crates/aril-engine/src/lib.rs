@@ -37,8 +37,8 @@ use serde::Serialize;
 
 pub use aril_cards::EncodeConfig;
 pub use aril_core::{
-    Card, CardId, CardKind, NewTurn, Role, Scope, ScopeFilter, Segment, SegmentId, TurnId, UnitId,
-    UnitKind, parse_calendar_date,
+    Card, CardId, CardKind, Metadata, NewTurn, Role, Scope, ScopeFilter, Segment, SegmentId,
+    TurnId, UnitId, UnitKind, parse_calendar_date,
 };
 pub use aril_datasets as datasets;
 pub use aril_embed as embed;
@@ -64,7 +64,7 @@ pub use error::EngineError;
 pub use ingest::{IngestOptions, IngestReport, Prepared, Progress};
 pub use input::{TurnDefaults, TurnIn, parse_time};
 pub use keys::{Grant, KeyRing};
-pub use memory::MemoryView;
+pub use memory::{MemoryEdit, MemoryView};
 pub use metered::CallCost;
 
 /// Where the lexical index lives inside a data directory.

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 
-use aril_core::{NewTurn, Scope, Segment, Turn, TurnId, UnitId, tokens};
+use aril_core::{Metadata, NewTurn, Scope, Segment, Turn, TurnId, UnitId, tokens};
 use aril_segment::Closed;
 use aril_store::{DeleteReport, OpenSegmentRecord, RevisionRecord, TurnDeletion};
 use chrono::{DateTime, Utc};
@@ -23,6 +23,17 @@ pub struct MemoryView {
     pub current: Turn,
     /// When its first version was said (else stored).
     pub created: DateTime<Utc>,
+}
+
+/// What an update of a memory changes; what it leaves out stays as the current version has it.
+#[derive(Debug, Clone, Default)]
+pub struct MemoryEdit {
+    /// The new text.
+    pub text: Option<String>,
+    /// The new metadata (replacing the current version's whole).
+    pub metadata: Option<Metadata>,
+    /// When the memory changed (default: now).
+    pub at: Option<DateTime<Utc>>,
 }
 
 impl Engine {
@@ -87,15 +98,17 @@ impl Engine {
         Ok(self.store.list_turn_ids(filter, 0, u64::MAX, true)?.0)
     }
 
-    /// Writes `text` as the next version of a memory and returns the new version's turn. The new
-    /// turn joins its conversation like any other (embedded, segmented, indexed); `event_time`
-    /// defaults to now, when the memory changed.
-    pub fn update_memory(
-        &mut self,
-        id: &TurnId,
-        text: &str,
-        event_time: Option<DateTime<Utc>>,
-    ) -> Result<Turn, EngineError> {
+    /// Writes the next version of a memory and returns the new version's turn: the edit's text
+    /// and metadata, each the current version's where the edit leaves it out. The new turn joins
+    /// its conversation like any other (embedded, segmented, indexed); its time defaults to now,
+    /// when the memory changed.
+    pub fn update_memory(&mut self, id: &TurnId, edit: &MemoryEdit) -> Result<Turn, EngineError> {
+        if edit.text.is_none() && edit.metadata.is_none() {
+            return Err(aril_core::InvalidInput(
+                "an update changes the text, the metadata or both: give at least one".into(),
+            )
+            .into());
+        }
         let versions = self.store.memory_versions(id)?;
         let (Some(first), Some(current)) = (versions.first(), versions.last()) else {
             return Err(EngineError::UnknownMemory(id.0.clone()));
@@ -107,9 +120,16 @@ impl Engine {
         let version = versions.len() as u32 + 1;
         let source = first.turn.source_id.as_deref().unwrap_or(&id.0);
         let turn = NewTurn {
-            text: text.trim().to_string(),
-            event_time: Some(event_time.unwrap_or_else(Utc::now)),
+            text: edit
+                .text
+                .as_deref()
+                .map_or_else(|| current.turn.text.clone(), |t| t.trim().to_string()),
+            event_time: Some(edit.at.unwrap_or_else(Utc::now)),
             source_id: Some(format!("{source}#v{version}")),
+            metadata: edit
+                .metadata
+                .clone()
+                .or_else(|| current.turn.metadata.clone()),
             ..current.turn.clone()
         };
         turn.validate()?;

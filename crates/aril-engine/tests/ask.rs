@@ -57,6 +57,7 @@ fn turns(user: &str) -> Vec<NewTurn> {
                     .unwrap(),
             ),
             source_id: Some(format!("{session}:{n}")),
+            metadata: None,
         })
         .collect()
 }

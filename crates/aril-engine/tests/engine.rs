@@ -8,8 +8,8 @@ use std::sync::atomic::AtomicBool;
 mod common;
 
 use aril_engine::{
-    Config, Engine, EngineError, IngestOptions, IngestReport, LexicalTurnRoles, NewTurn, Role,
-    Scope, ScopeFilter, SearchRequest, TurnVectors, UnitKind,
+    Config, Engine, EngineError, IngestOptions, IngestReport, LexicalTurnRoles, MemoryEdit,
+    Metadata, NewTurn, Role, Scope, ScopeFilter, SearchRequest, TurnVectors, UnitKind,
 };
 use chrono::{TimeZone, Utc};
 use common::{Place, embedder};
@@ -58,6 +58,7 @@ fn turn(user: &str, session: &str, n: u32, text: &str) -> NewTurn {
         text: text.into(),
         event_time: Some(Utc.with_ymd_and_hms(2024, 3, 1, 10, n, 0).unwrap()),
         source_id: Some(format!("{session}:{n}")),
+        metadata: None,
     }
 }
 
@@ -1147,7 +1148,7 @@ fn an_update_is_a_new_version_that_recall_prefers_and_history_keeps(place: &Plac
     let id = turn_id(&engine, "u", "s1:0");
     let before = engine.stats().unwrap().store.turns;
     let v2 = engine
-        .update_memory(&id, "I adopted a greyhound called Faisca.", None)
+        .update_memory(&id, &text_edit("I adopted a greyhound called Faisca."))
         .unwrap();
     assert_eq!(v2.turn.source_id.as_deref(), Some("s1:0#v2"));
     let versions = engine.memory(&id).unwrap().unwrap();
@@ -1182,15 +1183,51 @@ fn an_update_is_a_new_version_that_recall_prefers_and_history_keeps(place: &Plac
     assert_eq!(engine.stats().unwrap().store.turns, before + 1);
     // A later version's own id is not a memory id; bad input changes nothing.
     assert!(matches!(
-        engine.update_memory(&v2.id, "x", None),
+        engine.update_memory(&v2.id, &text_edit("x")),
         Err(EngineError::UnknownMemory(_))
     ));
     assert!(matches!(
-        engine.update_memory(&id, "   ", None),
+        engine.update_memory(&id, &text_edit("   ")),
+        Err(EngineError::InvalidInput(_))
+    ));
+    assert!(matches!(
+        engine.update_memory(&id, &MemoryEdit::default()),
         Err(EngineError::InvalidInput(_))
     ));
     assert_eq!(engine.memory(&id).unwrap().unwrap().len(), 2);
+    // Metadata alone: a third version with the same text, and the metadata it names.
+    let tag = Metadata::try_from(serde_json::json!({"topic": "pets"})).unwrap();
+    let v3 = engine
+        .update_memory(
+            &id,
+            &MemoryEdit {
+                metadata: Some(tag.clone()),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(v3.turn.text, v2.turn.text);
+    assert_eq!(v3.turn.metadata.as_ref(), Some(&tag));
+    // Text alone keeps the metadata.
+    let v4 = engine
+        .update_memory(&id, &text_edit("I adopted two greyhounds."))
+        .unwrap();
+    assert_eq!(v4.turn.metadata.as_ref(), Some(&tag));
+    let r = search(&mut engine, "u", "How many greyhounds did I adopt?", 10);
+    let hit = r
+        .results
+        .iter()
+        .find(|h| h.id == v4.id.0)
+        .expect("the newest version");
+    assert_eq!(hit.metadata, Some(tag), "a hit shows its turn's metadata");
     engine.check_integrity().unwrap();
+}
+
+fn text_edit(text: &str) -> MemoryEdit {
+    MemoryEdit {
+        text: Some(text.into()),
+        ..Default::default()
+    }
 }
 
 fn deleting_a_memory_removes_every_version_and_rebuilds_what_held_it(place: &Place) {
@@ -1204,7 +1241,7 @@ fn deleting_a_memory_removes_every_version_and_rebuilds_what_held_it(place: &Pla
     );
     let id = turn_id(&engine, "u", "s1:0");
     engine
-        .update_memory(&id, "I adopted a greyhound called Faisca.", None)
+        .update_memory(&id, &text_edit("I adopted a greyhound called Faisca."))
         .unwrap();
     let before = engine.stats().unwrap();
     let report = engine.delete_memory(&id).unwrap();
@@ -1558,7 +1595,7 @@ fn a_replaced_version_gives_its_session_no_vote_in_session_search(place: &Place)
     );
     let id = turn_id(&engine, "u", "a:2");
     engine
-        .update_memory(&id, "I took up rock climbing on weekends.", None)
+        .update_memory(&id, &text_edit("I took up rock climbing on weekends."))
         .unwrap();
     assert_eq!(
         vote_for_a(&mut engine),

@@ -275,6 +275,7 @@ mod tests {
             text: text.into(),
             event_time: None,
             source_id: Some(format!("D1:{n}")),
+            metadata: None,
         };
         TurnRecord {
             turn: Turn {

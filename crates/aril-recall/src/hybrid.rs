@@ -21,7 +21,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use aril_core::{Role, ScopeFilter, SegmentId, Turn, TurnId, UnitId, UnitKind, tokens};
+use aril_core::{Metadata, Role, ScopeFilter, SegmentId, Turn, TurnId, UnitId, UnitKind, tokens};
 use aril_embed::{Embedder, embed_question};
 use aril_index::{Hit, UnitSearch};
 use aril_store::Store;
@@ -82,6 +82,9 @@ pub struct SearchHit {
     /// Fused RRF score.
     pub score: f32,
     pub tokens: usize,
+    /// The metadata its clients attached to the turns it shows (merged when several have some).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Metadata>,
 }
 
 /// The recalled context.
@@ -730,6 +733,7 @@ fn respond(
                 time: turns.iter().filter_map(|t| t.turn.event_time).min(),
                 score: c.score,
                 tokens: shown.iter().map(|t| packed.costs[t]).sum(),
+                metadata: Metadata::merged(turns.iter().filter_map(|t| t.turn.metadata.as_ref())),
             }
         })
         .collect();

@@ -7,17 +7,17 @@
 //! local process is trusted as an admin (it could open the data directory itself), so every tool
 //! still names its user.
 
-use aril_engine::{Grant, SearchRequest, TurnDefaults, TurnIn};
+use aril_engine::{Grant, MemoryEdit, Metadata, SearchRequest, TurnDefaults, TurnIn};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::schemars::{self, JsonSchema};
 use rmcp::service::RequestContext;
 use rmcp::{RoleServer, tool, tool_router};
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::auth::Caller;
-use crate::mem0::{Message, ScopeArgs, add_messages, page_of, search_scope};
+use crate::mem0::{AddOptions, Message, ScopeArgs, add_messages, page_of, search_scope};
 use crate::memory::{delete_memory, history, memory_by_id, update_memory, update_time};
 use crate::native::{asked_at, check_k, check_query, store_turns};
 use crate::{ApiError, AppState};
@@ -100,12 +100,22 @@ impl ScopeArgsIn {
     }
 }
 
+/// A tool's `metadata` argument, checked (an object of at most 16 KiB, without the key `aril`).
+fn metadata_arg(m: Option<Map<String, Value>>) -> Result<Option<Metadata>, ApiError> {
+    m.map(|m| Metadata::try_from(Value::Object(m)))
+        .transpose()
+        .map_err(|e| ApiError::bad_request(e.to_string()))
+}
+
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct AddMemoryArgs {
     /// The conversation to remember, as `[{"role": "user", "content": "…"}, …]`.
     pub messages: Option<Vec<Message>>,
     /// A single user message to remember, instead of `messages`.
     pub text: Option<String>,
+    /// A JSON object kept with every message and returned with each memory, e.g.
+    /// `{"source": "email"}`.
+    pub metadata: Option<Map<String, Value>>,
     #[serde(flatten)]
     pub scope: ScopeArgsIn,
 }
@@ -140,8 +150,11 @@ pub struct MemoryIdArgs {
 pub struct UpdateArgs {
     /// The memory's id.
     pub memory_id: String,
-    /// The new text. The memory keeps its id; the old text stays in its history.
-    pub text: String,
+    /// The new text (default: the current text). The memory keeps its id; the old version
+    /// stays in its history.
+    pub text: Option<String>,
+    /// The new metadata, replacing the current version's whole (default: kept).
+    pub metadata: Option<Map<String, Value>>,
     /// When the change happened, RFC 3339 (e.g. `2024-03-01T10:00:00Z`); default now.
     pub at: Option<String>,
 }
@@ -158,6 +171,8 @@ pub struct TurnArg {
     pub at: Option<String>,
     /// A session (sitting) inside the conversation.
     pub session: Option<String>,
+    /// A JSON object kept with the turn and returned with it.
+    pub metadata: Option<Map<String, Value>>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -227,7 +242,12 @@ impl MemoryTools {
                         ));
                     }
                 };
-                add_messages(&self.state, &caller, filter, messages, None, true).await
+                let options = AddOptions {
+                    at: None,
+                    infer: true,
+                    metadata: metadata_arg(args.metadata)?,
+                };
+                add_messages(&self.state, &caller, filter, messages, options).await
             }
             .await,
         )
@@ -289,7 +309,7 @@ impl MemoryTools {
     }
 
     #[tool(
-        description = "Change a memory's text. The memory keeps its id; the new text becomes its newest version (what search and get return) and the old text stays in its history."
+        description = "Change a memory's text, its metadata or both. The memory keeps its id; the change becomes its newest version (what search and get return) and the old version stays in its history."
     )]
     async fn update_memory(
         &self,
@@ -299,8 +319,12 @@ impl MemoryTools {
         answer(
             async {
                 let caller = self.caller(&ctx)?;
-                let at = update_time(args.at.map(Value::String))?;
-                update_memory(&self.state, &caller, args.memory_id, args.text, at).await
+                let edit = MemoryEdit {
+                    text: args.text,
+                    metadata: metadata_arg(args.metadata)?,
+                    at: update_time(args.at.map(Value::String))?,
+                };
+                update_memory(&self.state, &caller, args.memory_id, edit).await
             }
             .await,
         )
@@ -399,15 +423,18 @@ impl MemoryTools {
                 let turns = args
                     .turns
                     .into_iter()
-                    .map(|t| TurnIn {
-                        role: t.role,
-                        speaker: t.speaker,
-                        text: t.text,
-                        at: t.at,
-                        session: t.session,
-                        ..Default::default()
+                    .map(|t| {
+                        Ok(TurnIn {
+                            role: t.role,
+                            speaker: t.speaker,
+                            text: t.text,
+                            at: t.at,
+                            session: t.session,
+                            metadata: metadata_arg(t.metadata)?,
+                            ..Default::default()
+                        })
                     })
-                    .collect();
+                    .collect::<Result<_, ApiError>>()?;
                 store_turns(&self.state, &caller, defaults, turns, args.flush).await
             }
             .await,

@@ -14,8 +14,8 @@
 //! history) live in [`crate::memory`].
 
 use aril_engine::{
-    EncodeOutcome, EngineError, Grant, Role, Scope, ScopeFilter, SearchRequest, TurnDefaults,
-    TurnId, TurnIn,
+    EncodeOutcome, EngineError, Grant, Metadata, Role, Scope, ScopeFilter, SearchRequest,
+    TurnDefaults, TurnId, TurnIn,
 };
 use axum::extract::{Path, State};
 use axum::routing::{get, post};
@@ -92,7 +92,6 @@ async fn ping(_caller: Caller) -> axum::Json<Ping> {
 /// Options Mem0 clients send that aril accepts and does not act on (its memories are verbatim
 /// turns; there is no graph, no custom extraction and no async mode to switch).
 const IGNORED_OPTIONS: &[&str] = &[
-    "metadata",
     "infer",
     "output_format",
     "version",
@@ -218,6 +217,9 @@ struct AddBody {
     /// With an encoder configured (default true): write the messages into cards now and answer
     /// with the cards. False: keep the turns only (cards come later, by topic segment).
     infer: Option<bool>,
+    /// A JSON object kept with every message (at most 16 KiB), returned with each memory.
+    #[schema(value_type = Option<Object>)]
+    metadata: Option<Metadata>,
     #[serde(flatten)]
     rest: Map<String, Value>,
 }
@@ -262,23 +264,41 @@ async fn add(
         })?),
         None => None,
     };
-    let infer = body.infer.unwrap_or(true);
+    let options = AddOptions {
+        at,
+        infer: body.infer.unwrap_or(true),
+        metadata: body.metadata,
+    };
     Ok(axum::Json(
-        add_messages(&state, &caller, filter, body.messages, at, infer).await?,
+        add_messages(&state, &caller, filter, body.messages, options).await?,
     ))
 }
 
+/// How [`add_messages`] stores what it is given.
+pub(crate) struct AddOptions {
+    /// When the messages were said (default: now).
+    pub at: Option<DateTime<Utc>>,
+    /// With an encoder: write them into cards now.
+    pub infer: bool,
+    /// Kept with every message.
+    pub metadata: Option<Metadata>,
+}
+
 /// Stores messages as turns of the conversation named by the scope's `run_id` (else `mem0`),
-/// at `at` (default: now), and with `infer` and an encoder writes them into cards. Shared by the
-/// HTTP routes and the MCP tools.
+/// with the options' time and metadata, and with `infer` and an encoder writes them into cards.
+/// Shared by the HTTP routes and the MCP tools.
 pub(crate) async fn add_messages(
     state: &AppState,
     caller: &Caller,
     filter: ScopeFilter,
     messages: Vec<Message>,
-    at: Option<DateTime<Utc>>,
-    infer: bool,
+    options: AddOptions,
 ) -> Result<AddResponse, ApiError> {
+    let AddOptions {
+        at,
+        infer,
+        metadata,
+    } = options;
     let mut turns = Vec::with_capacity(messages.len());
     let mut texts = Vec::with_capacity(messages.len());
     for (i, m) in messages.into_iter().enumerate() {
@@ -301,6 +321,7 @@ pub(crate) async fn add_messages(
                 .map_err(|e| ApiError::bad_request(e.to_string()))?,
         ),
         at,
+        metadata,
         ..Default::default()
     };
     let writer = state.encoder.clone().filter(|_| infer);
@@ -501,7 +522,7 @@ pub(crate) async fn search_scope(
                             agent_id: request.filter.agent_id.clone(),
                             run_id: request.filter.run_id.clone(),
                             role: Some(Role::User),
-                            metadata: None,
+                            metadata: hit.metadata.map(Value::from),
                             categories: Vec::new(),
                             created_at: hit.time.unwrap_or_else(Utc::now),
                             updated_at: hit.time.unwrap_or_else(Utc::now),

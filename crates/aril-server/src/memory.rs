@@ -10,8 +10,8 @@
 //! rules over a supersession chain: the id is the first card's, an update appends a card that
 //! supersedes the newest, a delete removes every card of the chain (the turns they came from stay).
 
-use aril_core::{Card, CardId, Turn, TurnId};
-use aril_engine::{CardMemory, DeleteReport, Engine, EngineError, MemoryView, Role};
+use aril_core::{Card, CardId, METADATA_RESERVED_KEY, Metadata, Turn, TurnId};
+use aril_engine::{CardMemory, DeleteReport, Engine, EngineError, MemoryEdit, MemoryView, Role};
 use axum::extract::{Path, State};
 use axum::routing::get;
 use chrono::{DateTime, Utc};
@@ -72,18 +72,36 @@ impl Memory {
             agent_id: t.turn.scope.agent_id,
             run_id: t.turn.scope.run_id,
             role: Some(t.turn.role),
-            metadata: None,
+            metadata: t.turn.metadata.map(Value::from),
             categories: Vec::new(),
             score: None,
         }
     }
 
-    /// A card memory as it stands now: its newest card's text, kind, entities, topics, time and
-    /// source turns (in `metadata`), dated by the turns its first and newest cards came from.
+    /// A card memory as it stands now: its newest card's text and topics, dated by the turns
+    /// its first and newest cards came from. Its metadata is what clients attached to the turns
+    /// the newest card came from (merged), with aril's details of the card (kind, entities,
+    /// topics, time, source turns, card id) under the reserved key `aril`.
     fn from_cards(engine: &Engine, memory: &CardMemory) -> Result<Option<Self>, EngineError> {
         let (Some(first), Some(card)) = (memory.versions.first(), memory.current()) else {
             return Ok(None);
         };
+        let sources = engine.turns(&card.source_turns)?;
+        let mut metadata =
+            Metadata::merged(sources.iter().filter_map(|t| t.turn.metadata.as_ref()))
+                .map(|m| m.as_map().clone())
+                .unwrap_or_default();
+        metadata.insert(
+            METADATA_RESERVED_KEY.into(),
+            serde_json::json!({
+                "type": card.kind,
+                "entities": card.entities,
+                "topics": card.topics,
+                "time": card.time,
+                "source_turns": card.source_turns,
+                "card_id": card.id,
+            }),
+        );
         Ok(Some(Self {
             id: memory.id.0.clone(),
             memory: card.text.clone(),
@@ -91,17 +109,10 @@ impl Memory {
             agent_id: card.scope.agent_id.clone(),
             run_id: card.scope.run_id.clone(),
             role: None,
-            metadata: Some(serde_json::json!({
-                "type": card.kind,
-                "entities": card.entities,
-                "topics": card.topics,
-                "time": card.time,
-                "source_turns": card.source_turns,
-                "card_id": card.id,
-            })),
+            metadata: Some(Value::Object(metadata)),
             categories: card.topics.clone(),
             created_at: said_at(engine, first)?,
-            updated_at: said_at(engine, card)?,
+            updated_at: latest(&sources),
             score: None,
         }))
     }
@@ -109,12 +120,16 @@ impl Memory {
 
 /// When the newest turn a card came from was said (else stored); now when none is left.
 fn said_at(engine: &Engine, card: &Card) -> Result<DateTime<Utc>, EngineError> {
-    Ok(engine
-        .turns(&card.source_turns)?
+    Ok(latest(&engine.turns(&card.source_turns)?))
+}
+
+/// When the newest of these turns was said (else stored); now when there is none.
+fn latest(turns: &[Turn]) -> DateTime<Utc> {
+    turns
         .iter()
         .map(|t| t.turn.event_time.unwrap_or(t.ingest_time))
         .max()
-        .unwrap_or_else(Utc::now))
+        .unwrap_or_else(Utc::now)
 }
 
 /// Card memory ids are card ids (`c_…`); every other id is a turn memory's.
@@ -149,6 +164,9 @@ pub(crate) struct HistoryEntry {
     #[schema(value_type = Option<String>)]
     #[serde(skip_serializing_if = "Option::is_none")]
     role: Option<Role>,
+    /// What the version carried (a turn memory's; none for a card's).
+    #[schema(value_type = Option<Object>)]
+    metadata: Option<Metadata>,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
     is_deleted: bool,
@@ -197,24 +215,36 @@ pub(crate) async fn memory_by_id(
     found.ok_or_else(|| ApiError::not_found("no memory with this id in your scope"))
 }
 
-/// Writes `text` as the memory's next version; returns the memory as it now stands.
+/// Writes the memory's next version; returns the memory as it now stands. A card memory takes
+/// new text only: its metadata is that of the turns it was written from.
 pub(crate) async fn update_memory(
     state: &AppState,
     caller: &Caller,
     id: String,
-    text: String,
-    at: Option<DateTime<Utc>>,
+    edit: MemoryEdit,
 ) -> Result<Memory, ApiError> {
     let caller = caller.clone();
+    if is_card(&id) && edit.metadata.is_some() {
+        return Err(ApiError::bad_request(
+            "a card memory's metadata is that of the turns it was written from: update those \
+             turns' memories, or send only the text",
+        ));
+    }
     let found = state
         .run(move |engine| {
             if is_card(&id) {
                 let memory = card_versions(engine, &caller, &id)?;
-                let memory = engine.update_card_memory(&memory.id, &text)?;
+                let Some(text) = edit.text.as_deref() else {
+                    return Err(aril_core::InvalidInput(
+                        "an update of a card memory needs the new text".into(),
+                    )
+                    .into());
+                };
+                let memory = engine.update_card_memory(&memory.id, text)?;
                 return Memory::from_cards(engine, &memory);
             }
             let mut all = versions(engine, &caller, &id)?;
-            let new = engine.update_memory(&TurnId(id.clone()), &text, at)?;
+            let new = engine.update_memory(&TurnId(id.clone()), &edit)?;
             all.push(new);
             Ok(view(all).map(Memory::from_view))
         })
@@ -294,6 +324,7 @@ pub(crate) async fn history(
                 event: if version == 1 { "ADD" } else { "UPDATE" },
                 user_id: t.turn.scope.user_id,
                 role: Some(t.turn.role),
+                metadata: t.turn.metadata.clone(),
                 created_at: t.turn.event_time.unwrap_or(t.ingest_time),
                 updated_at: t.ingest_time,
                 is_deleted: false,
@@ -319,6 +350,7 @@ fn card_history(engine: &Engine, memory: &CardMemory) -> Result<Vec<HistoryEntry
             event: if version == 1 { "ADD" } else { "UPDATE" },
             user_id: card.scope.user_id.clone(),
             role: None,
+            metadata: None,
             created_at: at,
             updated_at: at,
             is_deleted: false,
@@ -339,17 +371,21 @@ async fn get_one(
     Ok(axum::Json(memory_by_id(&state, &caller, id).await?))
 }
 
-/// Fields of Mem0's update that aril accepts without acting on them (it keeps no metadata and no
-/// expiry on verbatim turns).
-const IGNORED_UPDATE_FIELDS: &[&str] = &["metadata", "expiration_date"];
+/// Fields of Mem0's update that aril accepts without acting on them (it keeps no expiry on
+/// verbatim turns).
+const IGNORED_UPDATE_FIELDS: &[&str] = &["expiration_date"];
 
 /// `PUT /v1/memories/{id}/`: `{"text": …}` (the `mem0ai` client; `data` or `memory` as the
-/// open-source server's clients send it), optional `timestamp` (unix seconds or RFC 3339).
+/// open-source server's clients send it) and/or `metadata` (replacing the memory's whole),
+/// optional `timestamp` (unix seconds or RFC 3339).
 #[derive(Deserialize, ToSchema)]
 struct UpdateBody {
     text: Option<String>,
     data: Option<String>,
     memory: Option<String>,
+    /// A JSON object: the new version's metadata (default: the current version's).
+    #[schema(value_type = Option<Object>)]
+    metadata: Option<Metadata>,
     /// Unix seconds or RFC 3339.
     timestamp: Option<Value>,
     #[serde(flatten)]
@@ -394,18 +430,22 @@ async fn update_one(
         .find(|k| !IGNORED_UPDATE_FIELDS.contains(&k.as_str()))
     {
         return Err(ApiError::bad_request(format!(
-            "unknown field {k:?}: an update takes text (or data), and optionally timestamp"
+            "unknown field {k:?}: an update takes text (or data) and/or metadata, and optionally \
+             timestamp"
         )));
     }
-    let Some(text) = body.text.or(body.data).or(body.memory) else {
+    let text = body.text.or(body.data).or(body.memory);
+    if text.is_none() && body.metadata.is_none() {
         return Err(ApiError::bad_request(
-            "an update needs the new text: {\"text\": \"…\"} (aril keeps no metadata to update)",
+            "an update needs the new text ({\"text\": \"…\"}), new metadata, or both",
         ));
+    }
+    let edit = MemoryEdit {
+        text,
+        metadata: body.metadata,
+        at: update_time(body.timestamp)?,
     };
-    let at = update_time(body.timestamp)?;
-    Ok(axum::Json(
-        update_memory(&state, &caller, id, text, at).await?,
-    ))
+    Ok(axum::Json(update_memory(&state, &caller, id, edit).await?))
 }
 
 #[derive(Serialize, ToSchema)]

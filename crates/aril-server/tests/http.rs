@@ -846,8 +846,18 @@ async fn mem0_add_with_an_encoder_answers_with_cards_whose_ids_serve_get_update_
     let (st, got) = s.call("GET", &path, &s.user_key, None).await;
     assert_eq!(st, StatusCode::OK, "{got}");
     assert_eq!(got["memory"], "Alice now prefers black coffee.");
-    assert_eq!(got["metadata"]["type"], "preference");
+    assert_eq!(got["metadata"]["aril"]["type"], "preference");
     assert_eq!(got["user_id"], "alice");
+    // A card's metadata is its turns': it is not edited on the card.
+    let (st, err) = s
+        .call(
+            "PUT",
+            &path,
+            &s.user_key,
+            Some(json!({"text": "x", "metadata": {"source": "chat"}})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::BAD_REQUEST, "{err}");
 
     let (st, edited) = s
         .call(
@@ -972,4 +982,118 @@ async fn a_server_on_postgres_keeps_its_memory_in_the_database_and_stops_cleanly
         "User: My bike is in the garage."
     );
     again.stop().await;
+}
+
+/// Metadata sent with Mem0's `add` comes back from get, get_all, search and history; an update
+/// can replace it alone; bad metadata is a 400 that stores nothing.
+async fn metadata_round_trips_through_the_mem0_routes(s: &Server) {
+    let tags = json!({"source": "email", "tags": ["café", 2], "nested": {"ok": true}});
+    let (st, added) = s
+        .call(
+            "POST",
+            "/v3/memories/add/",
+            &s.user_key,
+            Some(json!({
+                "messages": [
+                    {"role": "user", "content": "My bike is kept in the garage."},
+                    {"role": "user", "content": "My sister lives in Porto."}
+                ],
+                "user_id": "alice",
+                "metadata": tags,
+            })),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{added}");
+    let id = added["results"][0]["id"].as_str().unwrap().to_string();
+    let (st, one) = s
+        .call("GET", &format!("/v1/memories/{id}/"), &s.user_key, None)
+        .await;
+    assert_eq!(st, StatusCode::OK, "{one}");
+    assert_eq!(one["metadata"], tags);
+    let (_, all) = s
+        .call("POST", "/v2/memories/", &s.user_key, Some(json!({})))
+        .await;
+    let listed = all["results"].as_array().unwrap();
+    assert_eq!(listed.len(), 2, "{all}");
+    assert!(listed.iter().all(|m| m["metadata"] == tags), "{all}");
+    let (_, found) = s
+        .call(
+            "POST",
+            "/v3/memories/search/",
+            &s.user_key,
+            Some(json!({"query": "where is the bike kept?", "user_id": "alice"})),
+        )
+        .await;
+    let hit = &found["results"][0];
+    assert_eq!(hit["id"], id.as_str(), "{found}");
+    assert_eq!(hit["metadata"], tags, "{found}");
+
+    // Metadata alone: a new version with the same text.
+    let (st, updated) = s
+        .call(
+            "PUT",
+            &format!("/v1/memories/{id}/"),
+            &s.user_key,
+            Some(json!({"metadata": {"source": "chat"}})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{updated}");
+    assert_eq!(updated["memory"], "My bike is kept in the garage.");
+    assert_eq!(updated["metadata"], json!({"source": "chat"}));
+    let (_, history) = s
+        .call(
+            "GET",
+            &format!("/v1/memories/{id}/history/"),
+            &s.user_key,
+            None,
+        )
+        .await;
+    let metadata: Vec<&Value> = history
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| &h["metadata"])
+        .collect();
+    assert_eq!(metadata, [&tags, &json!({"source": "chat"})], "{history}");
+
+    // Bad metadata changes nothing.
+    for (bad, says) in [
+        (json!("email"), "must be a JSON object"),
+        (json!({"aril": 1}), "reserved"),
+    ] {
+        let (st, err) = s
+            .call(
+                "POST",
+                "/v3/memories/add/",
+                &s.user_key,
+                Some(
+                    json!({"messages": [{"role": "user", "content": "Not kept."}],
+                            "user_id": "alice", "metadata": bad}),
+                ),
+            )
+            .await;
+        assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{err}");
+        assert!(err.to_string().contains(says), "{err}");
+    }
+    let (_, turns) = s
+        .call("GET", "/v1/turns?user_id=alice", &s.user_key, None)
+        .await;
+    assert_eq!(turns["total"], 3, "two turns and one update: {turns}");
+    assert_eq!(turns["turns"][0]["metadata"], tags, "{turns}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metadata_round_trips_on_the_embedded_store() {
+    let s = Server::start().await;
+    metadata_round_trips_through_the_mem0_routes(&s).await;
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metadata_round_trips_on_postgres() {
+    let db = aril_store::scratch::ScratchDatabase::new().unwrap_or_else(|e| panic!("{e}"));
+    let at = StoreAt::Postgres(db.url().to_string());
+    let s = Server::start_at(&at, Config::default(), |state| state).await;
+    metadata_round_trips_through_the_mem0_routes(&s).await;
+    s.stop().await;
 }

@@ -73,10 +73,16 @@ const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../migrations/sqlite/V7__api_keys_and_session_order.sql"),
         columns: &[],
     },
+    // Version 8: what a client attached to a turn (a JSON object, as text).
+    Migration {
+        version: 8,
+        sql: "",
+        columns: &[("turns", "metadata", "TEXT")],
+    },
 ];
 
 /// The schema this build reads and writes. A store with a higher version is refused.
-pub const SCHEMA_VERSION: i64 = 7;
+pub const SCHEMA_VERSION: i64 = 8;
 
 /// The version a file is at: 0 for a file that holds no store yet.
 pub(crate) fn version_of(conn: &Connection) -> rusqlite::Result<i64> {

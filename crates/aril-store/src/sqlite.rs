@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
 use aril_core::{
-    Card, CardId, CloseReason, NewTurn, Role, Scope, ScopeFilter, Segment, SegmentId, Turn, TurnId,
-    render_line,
+    Card, CardId, CloseReason, Metadata, NewTurn, Role, Scope, ScopeFilter, Segment, SegmentId,
+    Turn, TurnId, render_line,
 };
 use aril_segment::OpenSegment;
 use chrono::{DateTime, Utc};
@@ -225,8 +225,8 @@ pub(crate) fn write_batch(
     let mut report = CommitReport::default();
     let mut insert_turn = tx.prepare_cached(
         "INSERT OR IGNORE INTO turns (id, user_id, agent_id, run_id, conversation, session, \
-             role, speaker, text, text_hash, event_time, ingest_time, source_id) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+             role, speaker, text, text_hash, event_time, ingest_time, source_id, metadata) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
     )?;
     for rec in &batch.turns {
         let t = &rec.turn.turn;
@@ -244,6 +244,7 @@ pub(crate) fn write_batch(
             time_text(t.event_time),
             rec.turn.ingest_time.to_rfc3339(),
             t.source_id,
+            t.metadata.as_ref().map(Metadata::to_json),
         ])?;
         if n == 1 {
             report.turns_added += 1;
@@ -445,7 +446,7 @@ impl Store for SqliteStore {
         let found = Self::in_chunks(&keys, |marks, chunk| {
             let mut stmt = conn.prepare(&format!(
                 "SELECT id, seq, user_id, agent_id, run_id, conversation, session, role, speaker, \
-                 text, event_time, ingest_time, source_id FROM turns WHERE id IN ({marks})"
+                 text, event_time, ingest_time, source_id, metadata FROM turns WHERE id IN ({marks})"
             ))?;
             let rows = stmt
                 .query_map(params_from_iter(chunk), |r| {
@@ -461,6 +462,7 @@ impl Store for SqliteStore {
                         r.get::<_, Option<String>>(10)?,
                         r.get::<_, String>(11)?,
                         r.get::<_, Option<String>>(12)?,
+                        r.get::<_, Option<String>>(13)?,
                     ))
                 })?
                 .collect::<Result<Vec<_>, _>>()?;
@@ -478,6 +480,7 @@ impl Store for SqliteStore {
                         event,
                         ingest,
                         source,
+                        metadata,
                     )| {
                         Ok(Turn {
                             id: TurnId(id),
@@ -492,6 +495,10 @@ impl Store for SqliteStore {
                                 text,
                                 event_time: parse_time(event)?,
                                 source_id: source,
+                                metadata: metadata
+                                    .map(|m| Metadata::from_json(&m))
+                                    .transpose()
+                                    .map_err(|e| StoreError::Corrupt(e.to_string()))?,
                             },
                             ingest_time: parse_time(Some(ingest))?.unwrap_or_default(),
                         })

@@ -5,7 +5,8 @@
 //! structured indexes, accounting; then each backend's own schema guard.
 
 use aril_core::{
-    CloseReason, NewTurn, Role, Scope, ScopeFilter, Segment, SegmentId, Turn, TurnId, UnitKind,
+    CloseReason, Metadata, NewTurn, Role, Scope, ScopeFilter, Segment, SegmentId, Turn, TurnId,
+    UnitKind,
 };
 use aril_segment::OpenSegment;
 use aril_store::scratch::ScratchDatabase;
@@ -87,6 +88,7 @@ fn turn(user: &str, n: usize) -> TurnRecord {
         text: format!("turn number {n} of {user}"),
         event_time: None,
         source_id: Some(format!("D1:{n}")),
+        metadata: (n == 2).then(|| turn_metadata(user)),
     };
     TurnRecord {
         turn: Turn {
@@ -97,6 +99,14 @@ fn turn(user: &str, n: usize) -> TurnRecord {
         },
         text_hash: format!("h-{user}-{n}"),
     }
+}
+
+/// What the second turn of each user carries: nested values, unicode, a float.
+fn turn_metadata(user: &str) -> Metadata {
+    Metadata::try_from(serde_json::json!({
+        "user": user, "tags": ["café", 3], "nested": {"score": 1.5, "ok": true, "none": null}
+    }))
+    .unwrap()
 }
 
 fn embedding(hash: &str) -> Embedding {
@@ -168,6 +178,12 @@ fn a_batch_is_stored_whole_and_recommitting_adds_nothing(place: &Place) {
     assert_eq!(back.len(), 3);
     assert_eq!(back[0].turn.text, "turn number 1 of u");
     assert!(back[0].seq < back[1].seq);
+    assert_eq!(back[0].turn.metadata, None);
+    assert_eq!(
+        back[1].turn.metadata,
+        Some(turn_metadata("u")),
+        "kept verbatim"
+    );
 
     // Read for a catch-up a page at a time: the first turns and segments after the orders given.
     let kinds = |units: &[aril_store::UnitText]| -> Vec<(UnitKind, String)> {

@@ -34,6 +34,7 @@ fn turn(user: &str, n: u32, text: &str) -> TurnRecord {
                 + chrono::Duration::minutes(n.into()),
         ),
         source_id: Some(format!("D1:{n}")),
+        metadata: None,
     };
     TurnRecord {
         turn: Turn {

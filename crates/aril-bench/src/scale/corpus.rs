@@ -119,6 +119,7 @@ impl Corpus {
                     text: t.text.clone(),
                     event_time: Some(when),
                     source_id: Some(format!("{session}:{n}")),
+                    metadata: None,
                 });
                 i += 1;
             }

@@ -106,6 +106,7 @@ impl Strategy for Aril {
                         text: t.text.clone(),
                         event_time: when,
                         source_id: Some(t.id.clone()),
+                        metadata: None,
                     })
             })
             .collect();

@@ -21,8 +21,8 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use aril_core::{
-    Card, CardId, CloseReason, NewTurn, Role, Scope, ScopeFilter, Segment, SegmentId, Turn, TurnId,
-    render_line,
+    Card, CardId, CloseReason, Metadata, NewTurn, Role, Scope, ScopeFilter, Segment, SegmentId,
+    Turn, TurnId, render_line,
 };
 use aril_segment::OpenSegment;
 use chrono::{DateTime, Utc};
@@ -286,8 +286,14 @@ fn segments_where(
         .collect()
 }
 
+/// The columns [`turn_from_row`] reads, in its order.
+pub(super) const TURN_COLUMNS: &str = "id, seq, user_id, agent_id, run_id, conversation, session, \
+     role, speaker, text, event_time, ingest_time, source_id, metadata::text";
+
+/// A turn from a row that starts with [`TURN_COLUMNS`] (14 columns).
 fn turn_from_row(r: &Row) -> Result<Turn, StoreError> {
     let role: String = r.try_get(7)?;
+    let metadata: Option<String> = r.try_get(13)?;
     Ok(Turn {
         id: TurnId(r.try_get(0)?),
         seq: r.try_get(1)?,
@@ -300,6 +306,10 @@ fn turn_from_row(r: &Row) -> Result<Turn, StoreError> {
             text: r.try_get(9)?,
             event_time: r.try_get(10)?,
             source_id: r.try_get(12)?,
+            metadata: metadata
+                .map(|m| Metadata::from_json(&m))
+                .transpose()
+                .map_err(|e| StoreError::Corrupt(e.to_string()))?,
         },
         ingest_time: r.try_get(11)?,
     })
@@ -373,8 +383,9 @@ pub(super) fn write_batch(
     let mut added_segments: Vec<String> = Vec::new();
     let insert_turn = tx.prepare(
         "INSERT INTO turns (id, user_id, agent_id, run_id, conversation, session, role, speaker, \
-         text, text_hash, event_time, ingest_time, source_id) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT (id) DO NOTHING",
+         text, text_hash, event_time, ingest_time, source_id, metadata) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14::text::jsonb) \
+         ON CONFLICT (id) DO NOTHING",
     )?;
     for rec in &batch.turns {
         let t = &rec.turn.turn;
@@ -394,6 +405,7 @@ pub(super) fn write_batch(
                 &t.event_time,
                 &rec.turn.ingest_time,
                 &t.source_id,
+                &t.metadata.as_ref().map(Metadata::to_json),
             ],
         )?;
         if n == 1 {
@@ -587,8 +599,7 @@ impl Store for PgStore {
     fn turns(&self, ids: &[TurnId]) -> Result<Vec<Turn>, StoreError> {
         let keys = texts!(ids);
         let rows = self.conn()?.query(
-            "SELECT id, seq, user_id, agent_id, run_id, conversation, session, role, speaker, \
-             text, event_time, ingest_time, source_id FROM turns WHERE id = ANY($1)",
+            &format!("SELECT {TURN_COLUMNS} FROM turns WHERE id = ANY($1)"),
             &[&keys],
         )?;
         let mut by_id: HashMap<TurnId, Turn> = rows

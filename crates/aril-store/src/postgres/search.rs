@@ -23,7 +23,9 @@ use pgvector::Vector;
 use postgres::GenericClient;
 use postgres::types::ToSql;
 
-use super::{Conn, Connector, PgStore, filter_clause, params, pool_conn, turn_from_row};
+use super::{
+    Conn, Connector, PgStore, TURN_COLUMNS, filter_clause, params, pool_conn, turn_from_row,
+};
 use crate::{Hit, StoreError, TurnRecord, UnitKind, codec};
 
 /// The text search configuration of every `tsvector`.
@@ -310,15 +312,14 @@ pub(super) fn index_turns(
         return Ok(());
     }
     let rows = client.query(
-        "SELECT id, seq, user_id, agent_id, run_id, conversation, session, role, speaker, \
-         text, event_time, ingest_time, source_id, text_hash FROM turns WHERE id = ANY($1)",
+        &format!("SELECT {TURN_COLUMNS}, text_hash FROM turns WHERE id = ANY($1)"),
         &[&ids],
     )?;
     let mut records: Vec<TurnRecord> = Vec::with_capacity(rows.len());
     for r in &rows {
         records.push(TurnRecord {
             turn: turn_from_row(r)?,
-            text_hash: r.try_get(13)?,
+            text_hash: r.try_get(14)?,
         });
     }
     let changed = index_turn_records(client, &records.iter().collect::<Vec<_>>())?;
@@ -393,8 +394,7 @@ pub(super) fn index_segments(
         .flat_map(|s| s.turns.iter().map(|t| t.0.clone()))
         .collect();
     let rows = client.query(
-        "SELECT id, seq, user_id, agent_id, run_id, conversation, session, role, speaker, \
-         text, event_time, ingest_time, source_id FROM turns WHERE id = ANY($1)",
+        &format!("SELECT {TURN_COLUMNS} FROM turns WHERE id = ANY($1)"),
         &[&members],
     )?;
     let mut by_id: HashMap<TurnId, Turn> = HashMap::with_capacity(rows.len());
@@ -459,7 +459,8 @@ pub(super) fn neighbourhoods(
         return Ok(Vec::new());
     }
     const COLUMNS: &str = "t.id, t.seq, t.user_id, t.agent_id, t.run_id, t.conversation, \
-         t.session, t.role, t.speaker, t.text, t.event_time, t.ingest_time, t.source_id";
+         t.session, t.role, t.speaker, t.text, t.event_time, t.ingest_time, t.source_id, \
+         t.metadata::text";
     const SAME_SESSION: &str = "t.user_id = c.user_id AND t.agent_id = c.agent_id \
          AND t.run_id = c.run_id AND t.conversation = c.conversation \
          AND COALESCE(t.session, '') = COALESCE(c.session, '')";
@@ -478,7 +479,7 @@ pub(super) fn neighbourhoods(
     let mut by_center: HashMap<String, Vec<Turn>> = HashMap::new();
     for r in &rows {
         by_center
-            .entry(r.try_get(13)?)
+            .entry(r.try_get(14)?)
             .or_default()
             .push(turn_from_row(r)?);
     }
