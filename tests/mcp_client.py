@@ -52,6 +52,13 @@ async def exercise(session, transport, user_arg):
     r = await session.call_tool("update_memory", {"memory_id": shoes, "metadata": {"category": "shoes"}})
     check(f"{transport}: update_memory replaces metadata alone", not r.is_error and payload(r)["metadata"] == {"category": "shoes"}
           and "Asics" in payload(r)["memory"], payload(r))
+    r = await session.call_tool("add_memory", {"text": "My passport number is X123.", "immutable": True,
+                                               "expiration_date": "2999-01-01", **user_arg})
+    fixed = payload(r)["results"][0]["id"]
+    r = await session.call_tool("update_memory", {"memory_id": fixed, "text": "x"})
+    check(f"{transport}: an immutable memory refuses update_memory", r.is_error and "immutable" in payload(r)["message"], payload(r))
+    r = await session.call_tool("delete_memory", {"memory_id": fixed})
+    check(f"{transport}: an immutable memory can be deleted", not r.is_error, payload(r))
     r = await session.call_tool("add_memory", {"text": "x", "metadata": {"aril": 1}, **user_arg})
     check(f"{transport}: reserved metadata is a clear tool error", r.is_error and "reserved" in payload(r)["message"], payload(r))
     r = await session.call_tool("append_turns", {"turns": [

@@ -97,6 +97,18 @@ def main():
         check("a deleted memory is gone", not_found(lambda: client.get(ids[1])))
         check("its history is gone too", not_found(lambda: client.history(ids[1])))
 
+        # Expiry and immutability (bob's memory, so alice's counts stay as they are).
+        bob = MemoryClient(api_key=bob_key, host=base)
+        bob.add("My gate code was 1234.", user_id="bob", expiration_date="2020-01-01")
+        fixed = bob.add("My blood type is O negative.", user_id="bob", immutable=True)["results"][0]["id"]
+        check("an expired memory is not listed", [m["memory"] for m in bob.get_all(filters={"user_id": "bob"})["results"]]
+              == ["My blood type is O negative."], bob.get_all(filters={"user_id": "bob"}))
+        check("an expired memory is not recalled",
+              "1234" not in str(bob.search("what is the gate code?", filters={"user_id": "bob"})))
+        err = raises(lambda: bob.update(fixed, text="My blood type is A."))
+        check("an immutable memory refuses an update", err is not None and "immutable" in str(err), err)
+        bob.delete_all(user_id="bob")
+
         users = client.users()
         check("users lists alice only", [e["name"] for e in users["results"]] == ["alice"], users)
 

@@ -34,6 +34,7 @@ fn segment() -> (Segment, Vec<Turn>) {
                 ),
                 source_id: Some(format!("D1:{}", i + 1)),
                 metadata: None,
+                lifecycle: Default::default(),
             };
             Turn {
                 id: t.id(),

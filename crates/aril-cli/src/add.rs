@@ -6,7 +6,8 @@ use std::sync::atomic::AtomicBool;
 
 use anyhow::{Context, bail};
 use aril_engine::{
-    Engine, IngestOptions, Metadata, NewTurn, Role, TurnDefaults, TurnIn, parse_time,
+    Engine, IngestOptions, Lifecycle, Metadata, NewTurn, Role, TurnDefaults, TurnIn, parse_expiry,
+    parse_time,
 };
 use chrono::Utc;
 
@@ -28,6 +29,7 @@ pub fn run(mut engine: Engine, cmd: &AddCmd) -> anyhow::Result<()> {
             }),
             source_id: None,
             metadata: metadata(cmd)?,
+            lifecycle: lifecycle(cmd)?,
         }],
         _ => read_lines(cmd)?,
     };
@@ -57,6 +59,19 @@ fn metadata(cmd: &AddCmd) -> anyhow::Result<Option<Metadata>> {
         .context("--metadata")
 }
 
+/// `--expires` and `--immutable`, checked.
+fn lifecycle(cmd: &AddCmd) -> anyhow::Result<Lifecycle> {
+    Ok(Lifecycle {
+        expires_at: cmd
+            .expires
+            .as_deref()
+            .map(parse_expiry)
+            .transpose()
+            .context("--expires")?,
+        immutable: cmd.immutable,
+    })
+}
+
 fn read_lines(cmd: &AddCmd) -> anyhow::Result<Vec<NewTurn>> {
     let defaults = TurnDefaults {
         scope: Some(cmd.scope.scope()?),
@@ -66,6 +81,7 @@ fn read_lines(cmd: &AddCmd) -> anyhow::Result<Vec<NewTurn>> {
         speaker: cmd.speaker.clone(),
         at: cmd.at.as_deref().map(parse_time).transpose()?,
         metadata: metadata(cmd)?,
+        lifecycle: lifecycle(cmd)?,
     };
     let mut turns = Vec::new();
     for (n, line) in std::io::stdin().lock().lines().enumerate() {

@@ -333,6 +333,13 @@ pub struct AddCmd {
     /// e.g. '{"source": "email"}'; returned by search, list and export.
     #[arg(long, value_name = "JSON")]
     pub metadata: Option<String>,
+    /// When the memory expires: a date (2025-12-31: it lasts through that day, UTC) or RFC 3339.
+    /// From then on it is never recalled or listed, and the next open or server sweep deletes it.
+    #[arg(long, value_name = "WHEN")]
+    pub expires: Option<String>,
+    /// Make the memory immutable: an update is refused (a deletion is not).
+    #[arg(long)]
+    pub immutable: bool,
     /// Close the conversation's open segment after adding.
     #[arg(long)]
     pub flush: bool,

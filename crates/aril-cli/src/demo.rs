@@ -56,6 +56,7 @@ fn sample_turns() -> anyhow::Result<(Scope, Vec<NewTurn>, Vec<String>)> {
                 event_time: Some(session.date + chrono::Duration::minutes(i as i64)),
                 source_id: Some(format!("S{}:{}", n + 1, i + 1)),
                 metadata: None,
+                lifecycle: Default::default(),
             });
         }
     }

@@ -207,6 +207,8 @@ fn bad_turns_and_unknown_scopes_change_nothing() {
     assert!(err.contains("must be a JSON object"), "{err}");
     let err = fails(aril(d).args(["add", "--user", "u", "--metadata", "{bad", "hello"]));
     assert!(err.contains("not valid JSON"), "{err}");
+    let err = fails(aril(d).args(["add", "--user", "u", "--expires", "tomorrow", "hello"]));
+    assert!(err.contains("bad expiry"), "{err}");
     // JSON lines: the second line is bad, so the first is not stored either.
     let out = add_stdin(
         d,
@@ -970,4 +972,23 @@ fn an_export_adds_back_as_the_same_memories() {
     // A scope with nothing stored is an error, as for `delete`.
     let err = fails(aril(a.path()).args(["export", "--user", "nobody"]));
     assert!(err.contains("nothing is stored for"), "{err}");
+}
+
+#[test]
+fn an_expired_memory_is_swept_when_the_store_opens() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    ok(aril(d).args(["add", "--user", "u", "I live in Porto"]));
+    ok(aril(d).args([
+        "add",
+        "--user",
+        "u",
+        "--expires",
+        "2020-01-01",
+        "My old gate code was 1234.",
+    ]));
+    // `stats` opens the store, which sweeps what expired.
+    assert_eq!(count(d, "turns"), 1);
+    let found = ok(aril(d).args(["search", "--user", "u", "gate code"]));
+    assert!(!found.contains("1234"), "{found}");
 }

@@ -25,6 +25,6 @@ pub use ids::{content_hash, short_hash};
 pub use metadata::{METADATA_MAX_BYTES, METADATA_RESERVED_KEY, Metadata};
 pub use scope::{Scope, ScopeFilter};
 pub use segment::{CloseReason, Segment, SegmentId};
-pub use turn::{NewTurn, Role, Turn, TurnId, render_line, render_turns};
+pub use turn::{Lifecycle, NewTurn, Role, Turn, TurnId, render_line, render_turns};
 pub use unit::{UnitId, UnitKind};
 pub use window::{WINDOW_SPAN, WINDOW_TOKENS, window_text};

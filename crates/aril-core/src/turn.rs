@@ -75,6 +75,27 @@ pub struct NewTurn {
     /// never read to rank.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Metadata>,
+    /// How long the memory it holds lives, and whether it may change; not part of the id.
+    #[serde(flatten)]
+    pub lifecycle: Lifecycle,
+}
+
+/// A memory's lifecycle as its client set it (Mem0's `expiration_date` and `immutable`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lifecycle {
+    /// From this time on the memory is never recalled or listed, and the next sweep deletes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<DateTime<Utc>>,
+    /// An update of the memory is refused (a deletion is not).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub immutable: bool,
+}
+
+impl Lifecycle {
+    /// Whether the memory has expired at `now`.
+    pub fn expired(&self, now: DateTime<Utc>) -> bool {
+        self.expires_at.is_some_and(|at| at <= now)
+    }
 }
 
 impl NewTurn {
@@ -177,6 +198,7 @@ mod tests {
             event_time: None,
             source_id: source.map(str::to_string),
             metadata: None,
+            lifecycle: Default::default(),
         }
     }
 

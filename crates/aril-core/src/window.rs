@@ -66,6 +66,7 @@ mod tests {
                 event_time: None,
                 source_id: None,
                 metadata: None,
+                lifecycle: Default::default(),
             },
             ingest_time: chrono::Utc::now(),
         }

@@ -142,6 +142,7 @@ fn read_samples(path: &Path, only: &[String]) -> Result<Vec<ReadSample>, Dataset
                     event_time: when,
                     source_id: Some(t.dia_id),
                     metadata: None,
+                    lifecycle: Default::default(),
                 });
             }
         }

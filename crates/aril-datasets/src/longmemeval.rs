@@ -105,6 +105,7 @@ pub fn read(path: &Path) -> Result<Vec<Question>, DatasetError> {
                     event_time: Some(when),
                     source_id: Some(format!("{session_id}:{i}")),
                     metadata: None,
+                    lifecycle: Default::default(),
                 });
             }
             session_ids.push(session_id);

@@ -20,6 +20,11 @@ pub enum EngineError {
     InvalidInput(aril_core::InvalidInput),
     #[error("no memory with id {0:?}: check the id (a memory's id is that of its first version)")]
     UnknownMemory(String),
+    #[error(
+        "memory {0:?} is immutable (it was added with immutable: true): delete it and add the new \
+         text as a new memory"
+    )]
+    ImmutableMemory(String),
     #[error("invalid configuration: {0}")]
     Config(String),
     #[error(transparent)]

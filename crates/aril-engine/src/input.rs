@@ -1,7 +1,7 @@
 //! The wire form of a turn, shared by every adapter that takes turns from outside (`aril add`
 //! JSON lines, `aril serve`): scope fields and time as plain strings, checked here once.
 
-use aril_core::{Metadata, NewTurn, Role, Scope, Turn};
+use aril_core::{Lifecycle, Metadata, NewTurn, Role, Scope, Turn};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
@@ -42,6 +42,13 @@ pub struct TurnIn {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub metadata: Option<Metadata>,
+    /// When the memory expires: RFC 3339, or a date `YYYY-MM-DD` (it lasts through that day,
+    /// UTC). From then on it is never recalled or listed, and a sweep deletes it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
+    /// True: an update of this memory is refused (a deletion is not).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub immutable: bool,
 }
 
 impl From<&Turn> for TurnIn {
@@ -62,6 +69,8 @@ impl From<&Turn> for TurnIn {
             at: t.event_time.map(|at| at.to_rfc3339()),
             source_id: t.source_id.clone(),
             metadata: t.metadata.clone(),
+            expires_at: t.lifecycle.expires_at.map(|at| at.to_rfc3339()),
+            immutable: t.lifecycle.immutable,
         }
     }
 }
@@ -77,6 +86,8 @@ pub struct TurnDefaults {
     pub at: Option<DateTime<Utc>>,
     /// Metadata for the turns that carry none of their own.
     pub metadata: Option<Metadata>,
+    /// The expiry of the turns that name none, and immutability for all.
+    pub lifecycle: Lifecycle,
 }
 
 impl Default for TurnDefaults {
@@ -89,6 +100,7 @@ impl Default for TurnDefaults {
             speaker: None,
             at: None,
             metadata: None,
+            lifecycle: Lifecycle::default(),
         }
     }
 }
@@ -100,6 +112,30 @@ pub fn parse_time(s: &str) -> Result<DateTime<Utc>, EngineError> {
         .map_err(|_| {
             EngineError::InvalidInput(aril_core::InvalidInput(format!(
                 "bad timestamp {s:?}: use RFC 3339, e.g. 2024-03-01T10:00:00Z"
+            )))
+        })
+}
+
+/// Parses an expiry: RFC 3339, or a calendar date `YYYY-MM-DD`, which lasts through that day
+/// (UTC): the memory expires at the next midnight.
+pub fn parse_expiry(s: &str) -> Result<DateTime<Utc>, EngineError> {
+    if let Ok(day) = chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d") {
+        return day
+            .succ_opt()
+            .and_then(|next| next.and_hms_opt(0, 0, 0))
+            .map(|midnight| midnight.and_utc())
+            .ok_or_else(|| {
+                EngineError::InvalidInput(aril_core::InvalidInput(format!(
+                    "expiry {s:?} is out of range"
+                )))
+            });
+    }
+    DateTime::parse_from_rfc3339(s)
+        .map(|t| t.with_timezone(&Utc))
+        .map_err(|_| {
+            EngineError::InvalidInput(aril_core::InvalidInput(format!(
+                "bad expiry {s:?}: use a date (2025-12-31: it lasts through that day, UTC) or \
+                 RFC 3339 (2025-12-31T18:00:00Z)"
             )))
         })
 }
@@ -150,6 +186,13 @@ impl TurnIn {
             event_time: Some(at),
             source_id: self.source_id,
             metadata: self.metadata.or_else(|| defaults.metadata.clone()),
+            lifecycle: Lifecycle {
+                expires_at: match self.expires_at.as_deref() {
+                    Some(at) => Some(parse_expiry(at)?),
+                    None => defaults.lifecycle.expires_at,
+                },
+                immutable: self.immutable || defaults.lifecycle.immutable,
+            },
         };
         turn.validate()?;
         Ok(turn)
@@ -179,6 +222,10 @@ mod tests {
                 Metadata::try_from(serde_json::json!({"source": "email", "tags": [1, "a"]}))
                     .unwrap(),
             ),
+            lifecycle: Lifecycle {
+                expires_at: Some(parse_time("2030-01-01T00:00:00Z").unwrap()),
+                immutable: true,
+            },
         };
         let stored = Turn {
             id: turn.id(),

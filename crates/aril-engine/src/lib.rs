@@ -37,8 +37,8 @@ use serde::Serialize;
 
 pub use aril_cards::EncodeConfig;
 pub use aril_core::{
-    Card, CardId, CardKind, Metadata, NewTurn, Role, Scope, ScopeFilter, Segment, SegmentId,
-    TurnId, UnitId, UnitKind, parse_calendar_date,
+    Card, CardId, CardKind, Lifecycle, Metadata, NewTurn, Role, Scope, ScopeFilter, Segment,
+    SegmentId, TurnId, UnitId, UnitKind, parse_calendar_date,
 };
 pub use aril_datasets as datasets;
 pub use aril_embed as embed;
@@ -62,7 +62,7 @@ pub use consolidate::{
 pub use embedding::stored_chunks;
 pub use error::EngineError;
 pub use ingest::{IngestOptions, IngestReport, Prepared, Progress};
-pub use input::{TurnDefaults, TurnIn, parse_time};
+pub use input::{TurnDefaults, TurnIn, parse_expiry, parse_time};
 pub use keys::{Grant, KeyRing};
 pub use memory::{MemoryEdit, MemoryView};
 pub use metered::CallCost;
@@ -250,7 +250,7 @@ impl Engine {
                 (Box::new(store), Box::new(search), None)
             }
         };
-        Ok(Self {
+        let mut engine = Self {
             dir: dir.to_path_buf(),
             at: at.clone(),
             segmenter: Segmenter::new(config.segmenter.clone()),
@@ -261,7 +261,12 @@ impl Engine {
             embedder: Mutex::new(embedder),
             card_indexes: Default::default(),
             reranker: None,
-        })
+        };
+        let swept = engine.sweep_expired(chrono::Utc::now())?;
+        if swept > 0 {
+            tracing::info!(swept, "deleted the memories that expired");
+        }
+        Ok(engine)
     }
 
     /// The data directory's lexical index. It is derived from the directory's own store: one an

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 
-use aril_core::{Metadata, NewTurn, Scope, Segment, Turn, TurnId, UnitId, tokens};
+use aril_core::{Lifecycle, Metadata, NewTurn, Scope, Segment, Turn, TurnId, UnitId, tokens};
 use aril_segment::Closed;
 use aril_store::{DeleteReport, OpenSegmentRecord, RevisionRecord, TurnDeletion};
 use chrono::{DateTime, Utc};
@@ -32,6 +32,8 @@ pub struct MemoryEdit {
     pub text: Option<String>,
     /// The new metadata (replacing the current version's whole).
     pub metadata: Option<Metadata>,
+    /// The new expiry: `Some(None)` removes it.
+    pub expires_at: Option<Option<DateTime<Utc>>>,
     /// When the memory changed (default: now).
     pub at: Option<DateTime<Utc>>,
 }
@@ -103,9 +105,9 @@ impl Engine {
     /// its conversation like any other (embedded, segmented, indexed); its time defaults to now,
     /// when the memory changed.
     pub fn update_memory(&mut self, id: &TurnId, edit: &MemoryEdit) -> Result<Turn, EngineError> {
-        if edit.text.is_none() && edit.metadata.is_none() {
+        if edit.text.is_none() && edit.metadata.is_none() && edit.expires_at.is_none() {
             return Err(aril_core::InvalidInput(
-                "an update changes the text, the metadata or both: give at least one".into(),
+                "an update changes the text, the metadata or the expiry: give at least one".into(),
             )
             .into());
         }
@@ -117,6 +119,9 @@ impl Engine {
         let (Some(first), Some(current)) = (stored.first(), stored.last()) else {
             return Err(EngineError::UnknownMemory(id.0.clone()));
         };
+        if current.turn.lifecycle.immutable {
+            return Err(EngineError::ImmutableMemory(id.0.clone()));
+        }
         let version = versions.len() as u32 + 1;
         let source = first.turn.source_id.as_deref().unwrap_or(&id.0);
         let turn = NewTurn {
@@ -130,6 +135,10 @@ impl Engine {
                 .metadata
                 .clone()
                 .or_else(|| current.turn.metadata.clone()),
+            lifecycle: Lifecycle {
+                expires_at: edit.expires_at.unwrap_or(current.turn.lifecycle.expires_at),
+                immutable: false,
+            },
             ..current.turn.clone()
         };
         turn.validate()?;
@@ -166,6 +175,32 @@ impl Engine {
             .into_iter()
             .next()
             .ok_or(EngineError::UnknownMemory(new_id.0))
+    }
+
+    /// Deletes every memory that expired at or before `now` (each with all its versions, the same
+    /// purge as [`Engine::delete_memory`]) and returns how many. Run on open and, by `aril
+    /// serve`, periodically; recall and listings skip an expired memory before its sweep.
+    pub fn sweep_expired(&mut self, now: DateTime<Utc>) -> Result<u64, EngineError> {
+        let mut swept = 0;
+        let mut tried: std::collections::HashSet<TurnId> = std::collections::HashSet::new();
+        loop {
+            let expired = self.store.expired_turns(now, 100)?;
+            // A turn still listed after its memory was deleted would loop forever: stop instead.
+            if expired.iter().all(|t| tried.contains(t)) {
+                return Ok(swept);
+            }
+            tried.extend(expired.iter().cloned());
+            let memories = self.store.memory_ids(&expired)?;
+            for turn in expired {
+                let memory = memories.get(&turn).cloned().unwrap_or(turn);
+                match self.delete_memory(&memory) {
+                    Ok(_) => swept += 1,
+                    // Another writer swept it first (a shared store).
+                    Err(EngineError::UnknownMemory(_)) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
     }
 
     /// Deletes a memory with all its versions, everywhere: store, segments, indexes and cache.

@@ -58,6 +58,7 @@ fn turns(user: &str) -> Vec<NewTurn> {
             ),
             source_id: Some(format!("{session}:{n}")),
             metadata: None,
+            lifecycle: Default::default(),
         })
         .collect()
 }

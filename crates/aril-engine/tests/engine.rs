@@ -42,6 +42,8 @@ aril_store::conformance!(
     a_turn_said_again_word_for_word_is_recalled_once,
     readers_on_several_threads_share_one_engine_and_answer_as_one_alone,
     a_write_embedded_ahead_by_a_reader_runs_no_model_when_it_commits,
+    an_expired_memory_is_never_recalled_or_listed_and_the_sweep_purges_it,
+    an_immutable_memory_refuses_updates_but_not_deletion,
 );
 
 fn turn(user: &str, session: &str, n: u32, text: &str) -> NewTurn {
@@ -59,6 +61,7 @@ fn turn(user: &str, session: &str, n: u32, text: &str) -> NewTurn {
         event_time: Some(Utc.with_ymd_and_hms(2024, 3, 1, 10, n, 0).unwrap()),
         source_id: Some(format!("{session}:{n}")),
         metadata: None,
+        lifecycle: Default::default(),
     }
 }
 
@@ -1642,4 +1645,70 @@ fn a_turn_said_again_word_for_word_is_recalled_once(place: &Place) {
         "{shown:?}"
     );
     assert_eq!(r.results.len(), 3, "{shown:?}");
+}
+
+fn an_expired_memory_is_never_recalled_or_listed_and_the_sweep_purges_it(place: &Place) {
+    let mut engine = place.open();
+    let mut turns = conversation("u");
+    // The beagle memory expired an hour ago (added late); the marathon one lives a month more.
+    turns[0].lifecycle.expires_at = Some(Utc::now() - chrono::Duration::hours(1));
+    turns[4].lifecycle.expires_at = Some(Utc::now() + chrono::Duration::days(30));
+    ingest(&mut engine, turns, true);
+    let beagle = turn_id(&engine, "u", "s1:0");
+    let marathon = turn_id(&engine, "u", "s2:4");
+    let r = search(&mut engine, "u", "Which shelter dog did I adopt?", 10);
+    assert!(
+        !texts(&r).contains("I adopted a beagle"),
+        "an expired memory is not recalled: {}",
+        texts(&r)
+    );
+    assert_eq!(r.results.len(), 7, "the other turns fill the k places");
+    let r = search(&mut engine, "u", "Which marathon did I sign up for?", 3);
+    assert!(r.results.iter().any(|h| h.id == marathon.0), "{r:?}");
+    let (listed, total) = engine
+        .list_memories(&ScopeFilter::user("u"), 0, 100)
+        .unwrap();
+    assert_eq!(total, 7);
+    assert!(listed.iter().all(|t| t.id != beagle));
+
+    let before = engine.stats().unwrap().store.turns;
+    assert_eq!(engine.sweep_expired(Utc::now()).unwrap(), 1);
+    assert_eq!(engine.stats().unwrap().store.turns, before - 1);
+    assert!(engine.memory(&beagle).unwrap().is_none(), "purged");
+    assert_eq!(engine.sweep_expired(Utc::now()).unwrap(), 0);
+    // A month on, the marathon memory goes too.
+    let later = Utc::now() + chrono::Duration::days(31);
+    assert_eq!(engine.sweep_expired(later).unwrap(), 1);
+    assert!(engine.memory(&marathon).unwrap().is_none());
+    engine.check_integrity().unwrap();
+
+    // Opening sweeps: a memory that expires while the store is closed is gone when it opens.
+    let mut late = turn("u", "s3", 30, "My locker code is 4417.");
+    late.lifecycle.expires_at = Some(Utc::now() - chrono::Duration::seconds(1));
+    ingest(&mut engine, vec![late], true);
+    let before = engine.stats().unwrap().store.turns;
+    drop(engine);
+    let engine = place.open();
+    assert_eq!(engine.stats().unwrap().store.turns, before - 1);
+    engine.check_integrity().unwrap();
+}
+
+fn an_immutable_memory_refuses_updates_but_not_deletion(place: &Place) {
+    let mut engine = place.open();
+    let mut turns = conversation("u");
+    turns[0].lifecycle.immutable = true;
+    ingest(&mut engine, turns, true);
+    let id = turn_id(&engine, "u", "s1:0");
+    assert!(matches!(
+        engine.update_memory(&id, &text_edit("I adopted a greyhound.")),
+        Err(EngineError::ImmutableMemory(_))
+    ));
+    assert_eq!(engine.memory(&id).unwrap().unwrap().len(), 1, "unchanged");
+    // Another memory of the same conversation updates as before.
+    let other = turn_id(&engine, "u", "s1:2");
+    engine
+        .update_memory(&other, &text_edit("She no longer howls."))
+        .unwrap();
+    assert_eq!(engine.delete_memory(&id).unwrap().turns, 1);
+    engine.check_integrity().unwrap();
 }

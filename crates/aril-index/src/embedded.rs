@@ -276,6 +276,7 @@ mod tests {
             event_time: None,
             source_id: Some(format!("D1:{n}")),
             metadata: None,
+            lifecycle: Default::default(),
         };
         TurnRecord {
             turn: Turn {

@@ -215,12 +215,13 @@ impl Recall<'_> {
         }
         self.read_hit_turns(&[dense_turns], read)?;
         // Hits come best first, so each session's scores are gathered in descending order.
+        let now = Utc::now();
         let mut scores: Vec<(SessionKey, Vec<f32>)> = Vec::new();
         for h in dense_turns {
             let Some(turn) = h.unit.turn().and_then(|id| read.get(id)) else {
                 continue;
             };
-            if superseded.contains(&turn.id) {
+            if superseded.contains(&turn.id) || turn.turn.lifecycle.expired(now) {
                 continue;
             }
             let key = session_key(turn);
@@ -588,7 +589,7 @@ impl Recall<'_> {
 
     /// Reads the fused units' turns from the store; units the store no longer has are dropped, and
     /// so are turns a newer version of their memory replaces (`superseded`: recall shows what
-    /// holds now). `read` holds turns this query has already read from the store.
+    /// holds now) and turns whose memory has expired (which the next sweep deletes). `read` holds turns this query has already read from the store.
     fn resolve(
         &self,
         fused: &[(UnitId, f32)],
@@ -610,9 +611,10 @@ impl Recall<'_> {
             .filter_map(|(unit, _)| unit.turn().cloned())
             .chain(segments.values().flatten().cloned());
         self.read_turns(turn_ids, &mut read)?;
+        let now = Utc::now();
         let turns: TurnsById = read
             .into_iter()
-            .filter(|(id, _)| !superseded.contains(id))
+            .filter(|(id, t)| !superseded.contains(id) && !t.turn.lifecycle.expired(now))
             .collect();
         let mut out = Vec::with_capacity(fused.len());
         for (unit, score) in fused {

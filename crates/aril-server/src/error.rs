@@ -87,6 +87,9 @@ impl From<EngineError> for ApiError {
             EngineError::Store(StoreError::UnknownScope(_)) | EngineError::UnknownMemory(_) => {
                 Self::not_found(message)
             }
+            EngineError::ImmutableMemory(_) => {
+                Self::new(StatusCode::CONFLICT, "immutable_memory", message)
+            }
             EngineError::Embed(EmbedError::ModelMissing { .. }) => {
                 Self::new(StatusCode::SERVICE_UNAVAILABLE, "model_missing", message)
             }

@@ -19,6 +19,7 @@ pub mod mem0;
 mod memory;
 pub mod native;
 mod state;
+mod sweep;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -181,8 +182,13 @@ pub async fn serve(
         .local_addr()
         .map_err(|source| ServerError::Bind { addr, source })?;
     ready(bound);
-    axum::serve(listener, router(state))
+    let sweeper = tokio::spawn(sweep::sweep_periodically(state.clone()));
+    let served = axum::serve(listener, router(state))
         .with_graceful_shutdown(shutdown)
         .await
-        .map_err(ServerError::Serve)
+        .map_err(ServerError::Serve);
+    sweeper.abort();
+    // Its state is dropped before the server's own, as it was before the sweeper existed.
+    let _ = sweeper.await;
+    served
 }

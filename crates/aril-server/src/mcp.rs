@@ -7,7 +7,9 @@
 //! local process is trusted as an admin (it could open the data directory itself), so every tool
 //! still names its user.
 
-use aril_engine::{Grant, MemoryEdit, Metadata, SearchRequest, TurnDefaults, TurnIn};
+use aril_engine::{
+    Grant, Lifecycle, MemoryEdit, Metadata, SearchRequest, TurnDefaults, TurnIn, parse_expiry,
+};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::schemars::{self, JsonSchema};
@@ -116,6 +118,11 @@ pub struct AddMemoryArgs {
     /// A JSON object kept with every message and returned with each memory, e.g.
     /// `{"source": "email"}`.
     pub metadata: Option<Map<String, Value>>,
+    /// When the memories expire: a date `YYYY-MM-DD` (through that day, UTC) or RFC 3339.
+    pub expiration_date: Option<String>,
+    /// True: the memories cannot be updated (only deleted).
+    #[serde(default)]
+    pub immutable: bool,
     #[serde(flatten)]
     pub scope: ScopeArgsIn,
 }
@@ -155,6 +162,8 @@ pub struct UpdateArgs {
     pub text: Option<String>,
     /// The new metadata, replacing the current version's whole (default: kept).
     pub metadata: Option<Map<String, Value>>,
+    /// The new expiry: a date `YYYY-MM-DD` (through that day, UTC) or RFC 3339 (default: kept).
+    pub expiration_date: Option<String>,
     /// When the change happened, RFC 3339 (e.g. `2024-03-01T10:00:00Z`); default now.
     pub at: Option<String>,
 }
@@ -246,6 +255,14 @@ impl MemoryTools {
                     at: None,
                     infer: true,
                     metadata: metadata_arg(args.metadata)?,
+                    lifecycle: Lifecycle {
+                        expires_at: args
+                            .expiration_date
+                            .as_deref()
+                            .map(parse_expiry)
+                            .transpose()?,
+                        immutable: args.immutable,
+                    },
                 };
                 add_messages(&self.state, &caller, filter, messages, options).await
             }
@@ -322,6 +339,12 @@ impl MemoryTools {
                 let edit = MemoryEdit {
                     text: args.text,
                     metadata: metadata_arg(args.metadata)?,
+                    expires_at: args
+                        .expiration_date
+                        .as_deref()
+                        .map(parse_expiry)
+                        .transpose()?
+                        .map(Some),
                     at: update_time(args.at.map(Value::String))?,
                 };
                 update_memory(&self.state, &caller, args.memory_id, edit).await

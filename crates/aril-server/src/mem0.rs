@@ -14,8 +14,8 @@
 //! history) live in [`crate::memory`].
 
 use aril_engine::{
-    EncodeOutcome, EngineError, Grant, Metadata, Role, Scope, ScopeFilter, SearchRequest,
-    TurnDefaults, TurnId, TurnIn,
+    EncodeOutcome, EngineError, Grant, Lifecycle, Metadata, Role, Scope, ScopeFilter,
+    SearchRequest, TurnDefaults, TurnId, TurnIn, parse_expiry,
 };
 use axum::extract::{Path, State};
 use axum::routing::{get, post};
@@ -101,8 +101,6 @@ const IGNORED_OPTIONS: &[&str] = &[
     "custom_instructions",
     "includes",
     "excludes",
-    "immutable",
-    "expiration_date",
     "org_id",
     "project_id",
     "app_id",
@@ -220,6 +218,11 @@ struct AddBody {
     /// A JSON object kept with every message (at most 16 KiB), returned with each memory.
     #[schema(value_type = Option<Object>)]
     metadata: Option<Metadata>,
+    /// The memories expire then: a date `YYYY-MM-DD` (they last through that day, UTC) or RFC
+    /// 3339. Expired, they are never recalled or listed, and a sweep deletes them.
+    expiration_date: Option<String>,
+    /// True: an update of these memories is refused (409); a deletion is not.
+    immutable: Option<bool>,
     #[serde(flatten)]
     rest: Map<String, Value>,
 }
@@ -268,6 +271,14 @@ async fn add(
         at,
         infer: body.infer.unwrap_or(true),
         metadata: body.metadata,
+        lifecycle: Lifecycle {
+            expires_at: body
+                .expiration_date
+                .as_deref()
+                .map(parse_expiry)
+                .transpose()?,
+            immutable: body.immutable.unwrap_or(false),
+        },
     };
     Ok(axum::Json(
         add_messages(&state, &caller, filter, body.messages, options).await?,
@@ -282,6 +293,8 @@ pub(crate) struct AddOptions {
     pub infer: bool,
     /// Kept with every message.
     pub metadata: Option<Metadata>,
+    /// The expiry and immutability of every message's memory.
+    pub lifecycle: Lifecycle,
 }
 
 /// Stores messages as turns of the conversation named by the scope's `run_id` (else `mem0`),
@@ -298,6 +311,7 @@ pub(crate) async fn add_messages(
         at,
         infer,
         metadata,
+        lifecycle,
     } = options;
     let mut turns = Vec::with_capacity(messages.len());
     let mut texts = Vec::with_capacity(messages.len());
@@ -322,6 +336,7 @@ pub(crate) async fn add_messages(
         ),
         at,
         metadata,
+        lifecycle,
         ..Default::default()
     };
     let writer = state.encoder.clone().filter(|_| infer);

@@ -11,7 +11,9 @@
 //! supersedes the newest, a delete removes every card of the chain (the turns they came from stay).
 
 use aril_core::{Card, CardId, METADATA_RESERVED_KEY, Metadata, Turn, TurnId};
-use aril_engine::{CardMemory, DeleteReport, Engine, EngineError, MemoryEdit, MemoryView, Role};
+use aril_engine::{
+    CardMemory, DeleteReport, Engine, EngineError, MemoryEdit, MemoryView, Role, parse_expiry,
+};
 use axum::extract::{Path, State};
 use axum::routing::get;
 use chrono::{DateTime, Utc};
@@ -234,6 +236,14 @@ pub(crate) async fn update_memory(
         .run(move |engine| {
             if is_card(&id) {
                 let memory = card_versions(engine, &caller, &id)?;
+                let sources = memory.current().map(|c| c.source_turns.clone());
+                if engine
+                    .turns(&sources.unwrap_or_default())?
+                    .iter()
+                    .any(|t| t.turn.lifecycle.immutable)
+                {
+                    return Err(EngineError::ImmutableMemory(id));
+                }
                 let Some(text) = edit.text.as_deref() else {
                     return Err(aril_core::InvalidInput(
                         "an update of a card memory needs the new text".into(),
@@ -371,10 +381,6 @@ async fn get_one(
     Ok(axum::Json(memory_by_id(&state, &caller, id).await?))
 }
 
-/// Fields of Mem0's update that aril accepts without acting on them (it keeps no expiry on
-/// verbatim turns).
-const IGNORED_UPDATE_FIELDS: &[&str] = &["expiration_date"];
-
 /// `PUT /v1/memories/{id}/`: `{"text": …}` (the `mem0ai` client; `data` or `memory` as the
 /// open-source server's clients send it) and/or `metadata` (replacing the memory's whole),
 /// optional `timestamp` (unix seconds or RFC 3339).
@@ -386,10 +392,20 @@ struct UpdateBody {
     /// A JSON object: the new version's metadata (default: the current version's).
     #[schema(value_type = Option<Object>)]
     metadata: Option<Metadata>,
+    /// The new expiry (a date `YYYY-MM-DD`, through that day UTC, or RFC 3339); `null` removes
+    /// it; absent keeps it.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>)]
+    expiration_date: Option<Option<String>>,
     /// Unix seconds or RFC 3339.
     timestamp: Option<Value>,
     #[serde(flatten)]
     rest: Map<String, Value>,
+}
+
+/// Tells a field sent as `null` (`Some(None)`) from one left out (`None`).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
+    Option::<String>::deserialize(d).map(Some)
 }
 
 /// The time an update names: unix seconds (as Mem0 sends it) or RFC 3339.
@@ -424,25 +440,28 @@ async fn update_one(
     Path(id): Path<String>,
     ApiJson(body): ApiJson<UpdateBody>,
 ) -> Result<axum::Json<Memory>, ApiError> {
-    if let Some(k) = body
-        .rest
-        .keys()
-        .find(|k| !IGNORED_UPDATE_FIELDS.contains(&k.as_str()))
-    {
+    if let Some(k) = body.rest.keys().next() {
         return Err(ApiError::bad_request(format!(
-            "unknown field {k:?}: an update takes text (or data) and/or metadata, and optionally \
-             timestamp"
+            "unknown field {k:?}: an update takes text (or data), metadata and expiration_date \
+             (at least one), and optionally timestamp"
         )));
     }
     let text = body.text.or(body.data).or(body.memory);
-    if text.is_none() && body.metadata.is_none() {
+    if text.is_none() && body.metadata.is_none() && body.expiration_date.is_none() {
         return Err(ApiError::bad_request(
-            "an update needs the new text ({\"text\": \"…\"}), new metadata, or both",
+            "an update needs new text ({\"text\": \"…\"}), new metadata or a new \
+             expiration_date",
         ));
     }
+    let expires_at = match body.expiration_date {
+        None => None,
+        Some(None) => Some(None),
+        Some(Some(at)) => Some(Some(parse_expiry(&at)?)),
+    };
     let edit = MemoryEdit {
         text,
         metadata: body.metadata,
+        expires_at,
         at: update_time(body.timestamp)?,
     };
     Ok(axum::Json(update_memory(&state, &caller, id, edit).await?))

@@ -1082,18 +1082,106 @@ async fn metadata_round_trips_through_the_mem0_routes(s: &Server) {
     assert_eq!(turns["turns"][0]["metadata"], tags, "{turns}");
 }
 
+/// `expiration_date` and `immutable` on Mem0's `add` and `update`: an expired memory is neither
+/// listed nor recalled, an immutable one refuses updates with a 409.
+async fn expiry_and_immutability_hold_through_the_mem0_routes(s: &Server) {
+    let add = |content: &str, options: Value| {
+        let mut body =
+            json!({"messages": [{"role": "user", "content": content}], "user_id": "carol"});
+        body.as_object_mut()
+            .unwrap()
+            .extend(options.as_object().unwrap().clone());
+        body
+    };
+    let memories = |page: &Value| -> Vec<String> {
+        page["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["memory"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let (st, past) = s
+        .call(
+            "POST",
+            "/v3/memories/add/",
+            &s.admin_key,
+            Some(add(
+                "My gate code was 1234.",
+                json!({"expiration_date": "2020-01-01"}),
+            )),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{past}");
+    let (_, kept) = s
+        .call(
+            "POST",
+            "/v3/memories/add/",
+            &s.admin_key,
+            Some(add(
+                "My blood type is O negative.",
+                json!({"immutable": true, "expiration_date": "2999-12-31"}),
+            )),
+        )
+        .await;
+    let kept_id = kept["results"][0]["id"].as_str().unwrap().to_string();
+    let (_, all) = s
+        .call(
+            "POST",
+            "/v2/memories/",
+            &s.admin_key,
+            Some(json!({"user_id": "carol"})),
+        )
+        .await;
+    assert_eq!(memories(&all), ["My blood type is O negative."], "{all}");
+    let (_, found) = s
+        .call(
+            "POST",
+            "/v3/memories/search/",
+            &s.admin_key,
+            Some(json!({"query": "what is the gate code?", "user_id": "carol"})),
+        )
+        .await;
+    assert!(!found.to_string().contains("1234"), "{found}");
+    let path = format!("/v1/memories/{kept_id}/");
+    let (st, err) = s
+        .call(
+            "PUT",
+            &path,
+            &s.admin_key,
+            Some(json!({"text": "My blood type is A."})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::CONFLICT, "{err}");
+    assert!(err.to_string().contains("immutable"), "{err}");
+    let (st, err) = s
+        .call(
+            "POST",
+            "/v3/memories/add/",
+            &s.admin_key,
+            Some(add("x", json!({"expiration_date": "next week"}))),
+        )
+        .await;
+    assert_eq!(st, StatusCode::BAD_REQUEST, "{err}");
+    assert!(err.to_string().contains("bad expiry"), "{err}");
+    let (st, _) = s.call("DELETE", &path, &s.admin_key, None).await;
+    assert_eq!(st, StatusCode::OK, "an immutable memory can be deleted");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn metadata_round_trips_on_the_embedded_store() {
+async fn mem0_options_hold_on_the_embedded_store() {
     let s = Server::start().await;
     metadata_round_trips_through_the_mem0_routes(&s).await;
+    expiry_and_immutability_hold_through_the_mem0_routes(&s).await;
     s.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn metadata_round_trips_on_postgres() {
+async fn mem0_options_hold_on_postgres() {
     let db = aril_store::scratch::ScratchDatabase::new().unwrap_or_else(|e| panic!("{e}"));
     let at = StoreAt::Postgres(db.url().to_string());
     let s = Server::start_at(&at, Config::default(), |state| state).await;
     metadata_round_trips_through_the_mem0_routes(&s).await;
+    expiry_and_immutability_hold_through_the_mem0_routes(&s).await;
     s.stop().await;
 }

@@ -546,6 +546,9 @@ pub trait Store: Send + Sync {
     fn memory_ids(&self, turns: &[TurnId]) -> Result<HashMap<TurnId, TurnId>, StoreError>;
     /// A user's turns that a newer version of their memory replaces.
     fn superseded(&self, user_id: &str) -> Result<HashSet<TurnId>, StoreError>;
+    /// Turns no newer version replaces whose memory expired at or before `now`, soonest expired
+    /// first, at most `limit`: what the expiry sweep deletes.
+    fn expired_turns(&self, now: DateTime<Utc>, limit: u64) -> Result<Vec<TurnId>, StoreError>;
     /// Closed segments waiting for consolidation (with `retry_failed`, the failed ones too), oldest
     /// first, at most `limit`.
     fn queued_segments(

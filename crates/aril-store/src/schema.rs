@@ -73,11 +73,13 @@ const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../migrations/sqlite/V7__api_keys_and_session_order.sql"),
         columns: &[],
     },
-    // Version 8: what a client attached to a turn (a JSON object, as text).
+    // Version 8: what a client attached to a turn (a JSON object, as text), and the lifecycle
+    // of the memory it holds: when it expires (RFC 3339 in UTC, microseconds, so that text
+    // order is time order) and whether it may be updated.
     Migration {
         version: 8,
-        sql: "",
-        columns: &[("turns", "metadata", "TEXT")],
+        sql: include_str!("../migrations/sqlite/V8__turn_metadata_and_lifecycle.sql"),
+        columns: &[],
     },
 ];
 

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
 use aril_core::{
-    Card, CardId, CloseReason, Metadata, NewTurn, Role, Scope, ScopeFilter, Segment, SegmentId,
-    Turn, TurnId, render_line,
+    Card, CardId, CloseReason, Lifecycle, Metadata, NewTurn, Role, Scope, ScopeFilter, Segment,
+    SegmentId, Turn, TurnId, render_line,
 };
 use aril_segment::OpenSegment;
 use chrono::{DateTime, Utc};
@@ -225,8 +225,9 @@ pub(crate) fn write_batch(
     let mut report = CommitReport::default();
     let mut insert_turn = tx.prepare_cached(
         "INSERT OR IGNORE INTO turns (id, user_id, agent_id, run_id, conversation, session, \
-             role, speaker, text, text_hash, event_time, ingest_time, source_id, metadata) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+             role, speaker, text, text_hash, event_time, ingest_time, source_id, metadata, \
+             expires_at, immutable) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
     )?;
     for rec in &batch.turns {
         let t = &rec.turn.turn;
@@ -245,6 +246,8 @@ pub(crate) fn write_batch(
             rec.turn.ingest_time.to_rfc3339(),
             t.source_id,
             t.metadata.as_ref().map(Metadata::to_json),
+            t.lifecycle.expires_at.map(expiry_text),
+            t.lifecycle.immutable,
         ])?;
         if n == 1 {
             report.turns_added += 1;
@@ -362,6 +365,12 @@ fn time_text(t: Option<DateTime<Utc>>) -> Option<String> {
     t.map(|t| t.to_rfc3339())
 }
 
+/// An expiry as stored: UTC with microseconds always, so that comparing the text compares times
+/// (the sweep asks `expires_at <= now` in SQL).
+fn expiry_text(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+}
+
 pub(crate) fn parse_time(s: Option<String>) -> Result<Option<DateTime<Utc>>, StoreError> {
     s.map(|s| {
         DateTime::parse_from_rfc3339(&s)
@@ -446,7 +455,8 @@ impl Store for SqliteStore {
         let found = Self::in_chunks(&keys, |marks, chunk| {
             let mut stmt = conn.prepare(&format!(
                 "SELECT id, seq, user_id, agent_id, run_id, conversation, session, role, speaker, \
-                 text, event_time, ingest_time, source_id, metadata FROM turns WHERE id IN ({marks})"
+                 text, event_time, ingest_time, source_id, metadata, expires_at, immutable FROM turns \
+                 WHERE id IN ({marks})"
             ))?;
             let rows = stmt
                 .query_map(params_from_iter(chunk), |r| {
@@ -463,6 +473,8 @@ impl Store for SqliteStore {
                         r.get::<_, String>(11)?,
                         r.get::<_, Option<String>>(12)?,
                         r.get::<_, Option<String>>(13)?,
+                        r.get::<_, Option<String>>(14)?,
+                        r.get::<_, bool>(15)?,
                     ))
                 })?
                 .collect::<Result<Vec<_>, _>>()?;
@@ -481,6 +493,8 @@ impl Store for SqliteStore {
                         ingest,
                         source,
                         metadata,
+                        expires_at,
+                        immutable,
                     )| {
                         Ok(Turn {
                             id: TurnId(id),
@@ -499,6 +513,10 @@ impl Store for SqliteStore {
                                     .map(|m| Metadata::from_json(&m))
                                     .transpose()
                                     .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                                lifecycle: Lifecycle {
+                                    expires_at: parse_time(expires_at)?,
+                                    immutable,
+                                },
                             },
                             ingest_time: parse_time(Some(ingest))?.unwrap_or_default(),
                         })
@@ -841,6 +859,21 @@ impl Store for SqliteStore {
         Ok(ids)
     }
 
+    fn expired_turns(&self, now: DateTime<Utc>, limit: u64) -> Result<Vec<TurnId>, StoreError> {
+        let conn = self.conn()?;
+        let mut stmt = conn.prepare_cached(
+            "SELECT id FROM turns WHERE expires_at IS NOT NULL AND expires_at <= ?1 \
+             AND id NOT IN (SELECT turn_id FROM superseded) ORDER BY expires_at, seq LIMIT ?2",
+        )?;
+        let ids = stmt
+            .query_map(
+                params![expiry_text(now), limit.min(i64::MAX as u64) as i64],
+                |r| r.get::<_, String>(0).map(TurnId),
+            )?
+            .collect::<Result<_, _>>()?;
+        Ok(ids)
+    }
+
     fn session_neighbourhoods(
         &self,
         ids: &[TurnId],
@@ -915,6 +948,11 @@ impl Store for SqliteStore {
         let (mut clause, args) = filter_clause(filter);
         if current_only {
             clause.push_str(" AND id NOT IN (SELECT turn_id FROM superseded)");
+            // The time is ours, not the caller's: written into the SQL as text.
+            clause.push_str(&format!(
+                " AND (expires_at IS NULL OR expires_at > '{}')",
+                expiry_text(Utc::now())
+            ));
         }
         let total: i64 = conn.query_row(
             &format!("SELECT COUNT(*) FROM turns WHERE {clause}"),

@@ -89,6 +89,7 @@ fn turn(user: &str, n: usize) -> TurnRecord {
         event_time: None,
         source_id: Some(format!("D1:{n}")),
         metadata: (n == 2).then(|| turn_metadata(user)),
+        lifecycle: Default::default(),
     };
     TurnRecord {
         turn: Turn {

@@ -35,6 +35,7 @@ fn turn(user: &str, n: u32, text: &str) -> TurnRecord {
         ),
         source_id: Some(format!("D1:{n}")),
         metadata: None,
+        lifecycle: Default::default(),
     };
     TurnRecord {
         turn: Turn {

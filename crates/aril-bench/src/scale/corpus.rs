@@ -120,6 +120,7 @@ impl Corpus {
                     event_time: Some(when),
                     source_id: Some(format!("{session}:{n}")),
                     metadata: None,
+                    lifecycle: Default::default(),
                 });
                 i += 1;
             }

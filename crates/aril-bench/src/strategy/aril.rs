@@ -107,6 +107,7 @@ impl Strategy for Aril {
                         event_time: when,
                         source_id: Some(t.id.clone()),
                         metadata: None,
+                        lifecycle: Default::default(),
                     })
             })
             .collect();

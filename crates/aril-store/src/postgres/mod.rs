@@ -21,8 +21,8 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use aril_core::{
-    Card, CardId, CloseReason, Metadata, NewTurn, Role, Scope, ScopeFilter, Segment, SegmentId,
-    Turn, TurnId, render_line,
+    Card, CardId, CloseReason, Lifecycle, Metadata, NewTurn, Role, Scope, ScopeFilter, Segment,
+    SegmentId, Turn, TurnId, render_line,
 };
 use aril_segment::OpenSegment;
 use chrono::{DateTime, Utc};
@@ -288,9 +288,9 @@ fn segments_where(
 
 /// The columns [`turn_from_row`] reads, in its order.
 pub(super) const TURN_COLUMNS: &str = "id, seq, user_id, agent_id, run_id, conversation, session, \
-     role, speaker, text, event_time, ingest_time, source_id, metadata::text";
+     role, speaker, text, event_time, ingest_time, source_id, metadata::text, expires_at, immutable";
 
-/// A turn from a row that starts with [`TURN_COLUMNS`] (14 columns).
+/// A turn from a row that starts with [`TURN_COLUMNS`] (16 columns).
 fn turn_from_row(r: &Row) -> Result<Turn, StoreError> {
     let role: String = r.try_get(7)?;
     let metadata: Option<String> = r.try_get(13)?;
@@ -310,6 +310,10 @@ fn turn_from_row(r: &Row) -> Result<Turn, StoreError> {
                 .map(|m| Metadata::from_json(&m))
                 .transpose()
                 .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+            lifecycle: Lifecycle {
+                expires_at: r.try_get(14)?,
+                immutable: r.try_get(15)?,
+            },
         },
         ingest_time: r.try_get(11)?,
     })
@@ -383,8 +387,9 @@ pub(super) fn write_batch(
     let mut added_segments: Vec<String> = Vec::new();
     let insert_turn = tx.prepare(
         "INSERT INTO turns (id, user_id, agent_id, run_id, conversation, session, role, speaker, \
-         text, text_hash, event_time, ingest_time, source_id, metadata) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14::text::jsonb) \
+         text, text_hash, event_time, ingest_time, source_id, metadata, expires_at, immutable) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14::text::jsonb, $15, \
+         $16) \
          ON CONFLICT (id) DO NOTHING",
     )?;
     for rec in &batch.turns {
@@ -406,6 +411,8 @@ pub(super) fn write_batch(
                 &rec.turn.ingest_time,
                 &t.source_id,
                 &t.metadata.as_ref().map(Metadata::to_json),
+                &t.lifecycle.expires_at,
+                &t.lifecycle.immutable,
             ],
         )?;
         if n == 1 {
@@ -898,6 +905,15 @@ impl Store for PgStore {
             .collect())
     }
 
+    fn expired_turns(&self, now: DateTime<Utc>, limit: u64) -> Result<Vec<TurnId>, StoreError> {
+        let rows = self.conn()?.query(
+            "SELECT id FROM turns WHERE expires_at IS NOT NULL AND expires_at <= $1 \
+             AND id NOT IN (SELECT turn_id FROM superseded) ORDER BY expires_at, seq LIMIT $2",
+            &[&now, &(limit.min(i64::MAX as u64) as i64)],
+        )?;
+        Ok(rows.iter().map(|r| TurnId(r.get(0))).collect())
+    }
+
     fn superseded(&self, user_id: &str) -> Result<HashSet<TurnId>, StoreError> {
         let rows = self.conn()?.query(
             "SELECT s.turn_id FROM superseded s JOIN turns t ON t.id = s.turn_id \
@@ -1157,6 +1173,7 @@ impl Store for PgStore {
         let (mut clause, args) = filter_clause("", filter, 1);
         if current_only {
             clause.push_str(" AND id NOT IN (SELECT turn_id FROM superseded)");
+            clause.push_str(" AND (expires_at IS NULL OR expires_at > now())");
         }
         let args = params(&args);
         let mut client = self.conn()?;

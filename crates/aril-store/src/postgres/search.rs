@@ -319,7 +319,7 @@ pub(super) fn index_turns(
     for r in &rows {
         records.push(TurnRecord {
             turn: turn_from_row(r)?,
-            text_hash: r.try_get(14)?,
+            text_hash: r.try_get(16)?,
         });
     }
     let changed = index_turn_records(client, &records.iter().collect::<Vec<_>>())?;
@@ -460,7 +460,7 @@ pub(super) fn neighbourhoods(
     }
     const COLUMNS: &str = "t.id, t.seq, t.user_id, t.agent_id, t.run_id, t.conversation, \
          t.session, t.role, t.speaker, t.text, t.event_time, t.ingest_time, t.source_id, \
-         t.metadata::text";
+         t.metadata::text, t.expires_at, t.immutable";
     const SAME_SESSION: &str = "t.user_id = c.user_id AND t.agent_id = c.agent_id \
          AND t.run_id = c.run_id AND t.conversation = c.conversation \
          AND COALESCE(t.session, '') = COALESCE(c.session, '')";
@@ -479,7 +479,7 @@ pub(super) fn neighbourhoods(
     let mut by_center: HashMap<String, Vec<Turn>> = HashMap::new();
     for r in &rows {
         by_center
-            .entry(r.try_get(14)?)
+            .entry(r.try_get(16)?)
             .or_default()
             .push(turn_from_row(r)?);
     }
