@@ -22,9 +22,10 @@ use crate::StoreError;
 /// version it reaches.
 struct Migration {
     version: i64,
-    /// Statements that create (idempotently: `IF NOT EXISTS`) and fill.
+    /// Statements that create (idempotently: `IF NOT EXISTS`) and fill, run after `columns`.
     sql: &'static str,
-    /// `(table, column, definition)`: added when the table lacks the column.
+    /// `(table, column, definition)`: added when the table lacks the column (an existing table
+    /// only: a table `sql` creates has its columns there).
     columns: &'static [(&'static str, &'static str, &'static str)],
 }
 
@@ -79,7 +80,11 @@ const MIGRATIONS: &[Migration] = &[
     Migration {
         version: 8,
         sql: include_str!("../migrations/sqlite/V8__turn_metadata_and_lifecycle.sql"),
-        columns: &[],
+        columns: &[
+            ("turns", "metadata", "TEXT"),
+            ("turns", "expires_at", "TEXT"),
+            ("turns", "immutable", "INTEGER NOT NULL DEFAULT 0"),
+        ],
     },
 ];
 
@@ -129,7 +134,7 @@ pub(crate) fn upgrade(
 
 fn apply(conn: &mut Connection, m: &Migration) -> rusqlite::Result<()> {
     let tx = conn.transaction()?;
-    tx.execute_batch(m.sql)?;
+    // Columns first, so that the statements may index them.
     for (table, column, definition) in m.columns {
         let present: bool = tx.query_row(
             "SELECT EXISTS (SELECT 1 FROM pragma_table_info(?1) WHERE name = ?2)",
@@ -142,6 +147,7 @@ fn apply(conn: &mut Connection, m: &Migration) -> rusqlite::Result<()> {
             ))?;
         }
     }
+    tx.execute_batch(m.sql)?;
     tx.execute(
         "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?1)",
         [m.version.to_string()],
