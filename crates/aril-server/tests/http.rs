@@ -117,6 +117,16 @@ impl Server {
     }
 }
 
+/// The texts of a Mem0 page or result list, in order.
+fn memories(page: &Value) -> Vec<String> {
+    page["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["memory"].as_str().unwrap().to_string())
+        .collect()
+}
+
 fn count_files_containing(dir: &Path, needle: &[u8]) -> Vec<PathBuf> {
     let mut hits = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
@@ -243,14 +253,6 @@ async fn mem0_lists_page_by_the_query_string_or_the_body_alike() {
         )
         .await;
     assert_eq!(st, StatusCode::OK, "{added}");
-    let memories = |page: &Value| -> Vec<String> {
-        page["results"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|m| m["memory"].as_str().unwrap().to_string())
-            .collect()
-    };
     let (st, by_query) = s
         .call(
             "POST",
@@ -1092,14 +1094,6 @@ async fn expiry_and_immutability_hold_through_the_mem0_routes(s: &Server) {
             .unwrap()
             .extend(options.as_object().unwrap().clone());
         body
-    };
-    let memories = |page: &Value| -> Vec<String> {
-        page["results"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|m| m["memory"].as_str().unwrap().to_string())
-            .collect()
     };
     let (st, past) = s
         .call(
