@@ -6,8 +6,8 @@ use std::sync::atomic::AtomicBool;
 
 use anyhow::{Context, bail};
 use aril_engine::{
-    Engine, IngestOptions, Lifecycle, Metadata, NewTurn, Role, TurnDefaults, TurnIn, parse_expiry,
-    parse_time,
+    Engine, IngestOptions, Lifecycle, Metadata, NewTurn, Role, TurnDefaults, TurnIn,
+    parse_lifecycle, parse_time,
 };
 use chrono::Utc;
 
@@ -61,15 +61,7 @@ fn metadata(cmd: &AddCmd) -> anyhow::Result<Option<Metadata>> {
 
 /// `--expires` and `--immutable`, checked.
 fn lifecycle(cmd: &AddCmd) -> anyhow::Result<Lifecycle> {
-    Ok(Lifecycle {
-        expires_at: cmd
-            .expires
-            .as_deref()
-            .map(parse_expiry)
-            .transpose()
-            .context("--expires")?,
-        immutable: cmd.immutable,
-    })
+    parse_lifecycle(cmd.expires.as_deref(), cmd.immutable).context("--expires")
 }
 
 fn read_lines(cmd: &AddCmd) -> anyhow::Result<Vec<NewTurn>> {

@@ -44,7 +44,8 @@ impl Metadata {
 
     /// The compact JSON text the stores keep.
     pub fn to_json(&self) -> String {
-        Value::Object(self.0.clone()).to_string()
+        // A map of JSON values always serialises.
+        serde_json::to_string(&self.0).unwrap_or_default()
     }
 
     /// Reads what [`Metadata::to_json`] wrote (or any client's JSON object).
@@ -71,7 +72,7 @@ impl TryFrom<Value> for Metadata {
                  details of the card under it): use another name"
             )));
         }
-        let size = Value::Object(map.clone()).to_string().len();
+        let size = serde_json::to_string(&map).map_or(usize::MAX, |text| text.len());
         if size > METADATA_MAX_BYTES {
             return Err(InvalidInput(format!(
                 "metadata takes {size} bytes as JSON; the limit is {METADATA_MAX_BYTES} (keep \

@@ -140,6 +140,14 @@ pub fn parse_expiry(s: &str) -> Result<DateTime<Utc>, EngineError> {
         })
 }
 
+/// A lifecycle from its wire fields: an expiry as [`parse_expiry`] reads it, and immutability.
+pub fn parse_lifecycle(expires: Option<&str>, immutable: bool) -> Result<Lifecycle, EngineError> {
+    Ok(Lifecycle {
+        expires_at: expires.map(parse_expiry).transpose()?,
+        immutable,
+    })
+}
+
 impl TurnIn {
     /// The validated turn. `now` stands in when neither the turn nor the defaults give a time.
     pub fn into_turn(

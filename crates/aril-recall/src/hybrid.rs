@@ -221,7 +221,7 @@ impl Recall<'_> {
             let Some(turn) = h.unit.turn().and_then(|id| read.get(id)) else {
                 continue;
             };
-            if superseded.contains(&turn.id) || turn.turn.lifecycle.expired(now) {
+            if hidden(turn, superseded, now) {
                 continue;
             }
             let key = session_key(turn);
@@ -589,7 +589,8 @@ impl Recall<'_> {
 
     /// Reads the fused units' turns from the store; units the store no longer has are dropped, and
     /// so are turns a newer version of their memory replaces (`superseded`: recall shows what
-    /// holds now) and turns whose memory has expired (which the next sweep deletes). `read` holds turns this query has already read from the store.
+    /// holds now) and turns whose memory has expired (which the next sweep deletes): see
+    /// [`hidden`]. `read` holds turns this query has already read from the store.
     fn resolve(
         &self,
         fused: &[(UnitId, f32)],
@@ -614,7 +615,7 @@ impl Recall<'_> {
         let now = Utc::now();
         let turns: TurnsById = read
             .into_iter()
-            .filter(|(id, t)| !superseded.contains(id) && !t.turn.lifecycle.expired(now))
+            .filter(|(_, t)| !hidden(t, superseded, now))
             .collect();
         let mut out = Vec::with_capacity(fused.len());
         for (unit, score) in fused {
@@ -636,6 +637,12 @@ impl Recall<'_> {
         }
         Ok(out)
     }
+}
+
+/// Whether recall skips a turn: a newer version of its memory replaces it (`superseded`), or its
+/// memory has expired at `now`.
+fn hidden(turn: &Turn, superseded: &HashSet<TurnId>, now: DateTime<Utc>) -> bool {
+    superseded.contains(&turn.id) || turn.turn.lifecycle.expired(now)
 }
 
 /// What a scoped thread returned; its panic goes on in the caller.

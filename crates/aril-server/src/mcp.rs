@@ -8,7 +8,7 @@
 //! still names its user.
 
 use aril_engine::{
-    Grant, Lifecycle, MemoryEdit, Metadata, SearchRequest, TurnDefaults, TurnIn, parse_expiry,
+    Grant, MemoryEdit, Metadata, SearchRequest, TurnDefaults, TurnIn, parse_expiry, parse_lifecycle,
 };
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
@@ -255,14 +255,7 @@ impl MemoryTools {
                     at: None,
                     infer: true,
                     metadata: metadata_arg(args.metadata)?,
-                    lifecycle: Lifecycle {
-                        expires_at: args
-                            .expiration_date
-                            .as_deref()
-                            .map(parse_expiry)
-                            .transpose()?,
-                        immutable: args.immutable,
-                    },
+                    lifecycle: parse_lifecycle(args.expiration_date.as_deref(), args.immutable)?,
                 };
                 add_messages(&self.state, &caller, filter, messages, options).await
             }

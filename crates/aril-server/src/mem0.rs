@@ -15,7 +15,7 @@
 
 use aril_engine::{
     EncodeOutcome, EngineError, Grant, Lifecycle, Metadata, Role, Scope, ScopeFilter,
-    SearchRequest, TurnDefaults, TurnId, TurnIn, parse_expiry,
+    SearchRequest, TurnDefaults, TurnId, TurnIn, parse_lifecycle,
 };
 use axum::extract::{Path, State};
 use axum::routing::{get, post};
@@ -271,14 +271,10 @@ async fn add(
         at,
         infer: body.infer.unwrap_or(true),
         metadata: body.metadata,
-        lifecycle: Lifecycle {
-            expires_at: body
-                .expiration_date
-                .as_deref()
-                .map(parse_expiry)
-                .transpose()?,
-            immutable: body.immutable.unwrap_or(false),
-        },
+        lifecycle: parse_lifecycle(
+            body.expiration_date.as_deref(),
+            body.immutable.unwrap_or(false),
+        )?,
     };
     Ok(axum::Json(
         add_messages(&state, &caller, filter, body.messages, options).await?,
