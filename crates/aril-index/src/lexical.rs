@@ -575,8 +575,11 @@ impl LexicalIndex {
         // Equal scores are ordered by unit id, as the dense search and PostgreSQL order them, so
         // the result does not depend on how tantivy's segments happen to be laid out (a cold and
         // a warm index differ there): the units tied with the k-th all come, then the ids decide.
-        let top =
-            searcher.search_with_statistics_provider(query.as_ref(), &TopWithTies { k }, &stats)?;
+        let top = searcher.search_with_statistics_provider(
+            query.as_ref(),
+            &TopWithTies::new(k),
+            &stats,
+        )?;
         let mut hits = Vec::with_capacity(top.len());
         for (score, address) in top {
             let doc: TantivyDocument = searcher.doc(address)?;

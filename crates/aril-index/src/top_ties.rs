@@ -4,10 +4,14 @@
 //! the whole tie; asking tantivy again for twice as many until no tie is cut repeats the whole
 //! query, and a memory full of repeated texts (the same short reply a thousand times) repeats it
 //! often. Here the pruning threshold stays just below the k-th score, so ties still arrive while
-//! everything lower is skipped (block-max WAND where the query is a union of terms).
+//! everything lower is skipped (block-max WAND where the query is a union of terms). The k best
+//! scores seen in the segments searched so far are where the next segment's threshold starts:
+//! nothing under them can reach the final top k, so a large index of many segments does not
+//! score each segment's weak matches again from nothing.
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
+use std::sync::{Mutex, PoisonError};
 
 use tantivy::collector::{Collector, SegmentCollector};
 use tantivy::query::Weight;
@@ -15,7 +19,18 @@ use tantivy::{DocAddress, DocId, Score, SegmentOrdinal, SegmentReader};
 
 /// Collects the `k` best documents and those tied with the k-th, best first.
 pub(crate) struct TopWithTies {
-    pub k: usize,
+    k: usize,
+    /// The k best scores of the segments searched so far, the lowest on top.
+    seen: Mutex<BinaryHeap<Reverse<Ranked>>>,
+}
+
+impl TopWithTies {
+    pub(crate) fn new(k: usize) -> Self {
+        Self {
+            k: k.max(1),
+            seen: Mutex::new(BinaryHeap::new()),
+        }
+    }
 }
 
 /// A score ordered totally (scores are never NaN; `total_cmp` makes that no concern).
@@ -64,20 +79,26 @@ impl SegmentTop {
             return;
         }
         self.kept.push((score, doc));
-        if self.best.len() < self.k {
-            self.best.push(Reverse(Ranked(score)));
-        } else if self
-            .best
-            .peek()
-            .is_some_and(|Reverse(low)| Ranked(score) > *low)
-        {
-            self.best.pop();
-            self.best.push(Reverse(Ranked(score)));
-        }
+        push_best(&mut self.best, self.k, score);
         if self.kept.len() >= 4 * self.k.max(16) {
             let floor = self.floor();
             self.kept.retain(|(s, _)| *s >= floor);
         }
+    }
+}
+
+/// The lowest of the best scores kept.
+fn floor_of(best: &BinaryHeap<Reverse<Ranked>>) -> Score {
+    best.peek().map_or(Score::MIN, |Reverse(Ranked(s))| *s)
+}
+
+/// Adds `score` to `best` if it is among the `k` best.
+fn push_best(best: &mut BinaryHeap<Reverse<Ranked>>, k: usize, score: Score) {
+    if best.len() < k {
+        best.push(Reverse(Ranked(score)));
+    } else if best.peek().is_some_and(|Reverse(low)| Ranked(score) > *low) {
+        best.pop();
+        best.push(Reverse(Ranked(score)));
     }
 }
 
@@ -108,11 +129,18 @@ impl Collector for TopWithTies {
         segment: SegmentOrdinal,
         _reader: &SegmentReader,
     ) -> tantivy::Result<SegmentTop> {
+        // The scores seen in other segments bound this one's floor from below: the segment
+        // keeps only what can still reach the top k overall.
+        let best = self
+            .seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
         Ok(SegmentTop {
-            k: self.k.max(1),
+            k: self.k,
             segment,
             kept: Vec::new(),
-            best: BinaryHeap::new(),
+            best,
         })
     }
 
@@ -123,7 +151,7 @@ impl Collector for TopWithTies {
     fn merge_fruits(&self, fruits: Vec<Self::Fruit>) -> tantivy::Result<Self::Fruit> {
         let mut all: Vec<(Score, DocAddress)> = fruits.into_iter().flatten().collect();
         all.sort_by(|a, b| b.0.total_cmp(&a.0));
-        if let Some(&(floor, _)) = all.get(self.k.max(1) - 1) {
+        if let Some(&(floor, _)) = all.get(self.k - 1) {
             all.retain(|(s, _)| *s >= floor);
         }
         Ok(all)
@@ -137,12 +165,22 @@ impl Collector for TopWithTies {
     ) -> tantivy::Result<Self::Fruit> {
         let mut top = self.for_segment(segment, reader)?;
         let alive = reader.alive_bitset();
-        weight.for_each_pruning(Score::MIN, reader, &mut |doc, score| {
+        weight.for_each_pruning(top.threshold(), reader, &mut |doc, score| {
             if alive.is_none_or(|a| a.is_alive(doc)) {
                 top.offer(doc, score);
             }
             top.threshold()
         })?;
+        // This segment's best began as a copy of what had been seen, so it is the k best of
+        // those and of this segment together (adding it to `seen` would count them twice). With
+        // segments searched in parallel, the higher of the two floors is kept: either is the
+        // k best of real, distinct documents.
+        let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        let longer = top.best.len() > seen.len();
+        if longer || (top.best.len() == seen.len() && floor_of(&top.best) > floor_of(&seen)) {
+            *seen = top.best.clone();
+        }
+        drop(seen);
         Ok(top.harvest())
     }
 }
