@@ -86,6 +86,19 @@ fn builds_resume_grow_from_a_copy_and_measure() {
     assert_eq!(measured.turns, 300);
     assert_eq!(measured.searches, 5);
     assert!(measured.bytes > 0 && measured.search_ms_p50 > 0.0);
+    // The slowest questions are named, slowest first, each one of the file's.
+    assert!(!measured.slowest.is_empty() && measured.slowest.len() <= 5);
+    assert!(
+        measured
+            .slowest
+            .windows(2)
+            .all(|w| w[0].median_ms >= w[1].median_ms)
+    );
+    assert!(measured.slowest.iter().all(|q| {
+        cases
+            .iter()
+            .any(|c| c.id == q.id && c.question == q.question)
+    }));
     // Only questions whose evidence sits in the first 300 turns are scored.
     assert!(measured.recall.questions < cases.len());
 

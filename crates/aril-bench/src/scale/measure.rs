@@ -82,8 +82,43 @@ pub struct Measured {
     pub search_ms_p99: f64,
     /// Resident memory after the searches (Linux), the model's included.
     pub rss_mib: Option<f64>,
+    /// The questions whose searches took longest (by each question's median), slowest first:
+    /// where the tail of the latency comes from.
+    #[serde(default)]
+    pub slowest: Vec<SlowQuestion>,
     /// Questions of the file searched inside the big scope (session search, k 10).
     pub recall: Recall,
+}
+
+/// A question among the slowest to search.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct SlowQuestion {
+    pub id: String,
+    pub question: String,
+    /// The median of its searches' times.
+    pub median_ms: f64,
+}
+
+/// How many of the slowest questions a report names.
+const SLOWEST: usize = 5;
+
+/// The `SLOWEST` questions of `times` (each question's search times) by median, slowest first.
+fn slowest(cases: &[Case], times: &HashMap<usize, Vec<f64>>) -> Vec<SlowQuestion> {
+    let mut medians: Vec<SlowQuestion> = times
+        .iter()
+        .map(|(&i, ms)| {
+            let mut ms = ms.clone();
+            ms.sort_by(f64::total_cmp);
+            SlowQuestion {
+                id: cases[i].id.clone(),
+                question: cases[i].question.clone(),
+                median_ms: percentile(&ms, 0.5),
+            }
+        })
+        .collect();
+    medians.sort_by(|a, b| b.median_ms.total_cmp(&a.median_ms));
+    medians.truncate(SLOWEST);
+    medians
 }
 
 /// When a question is asked, as the case gives it.
@@ -162,6 +197,7 @@ pub fn measure(
         asked_at: asked_at(case),
     };
     let mut latencies = Vec::with_capacity(searches);
+    let mut by_question: HashMap<usize, Vec<f64>> = HashMap::new();
     let mut first_search_ms = 0.0;
     for i in 0..searches.max(1) {
         let case = &cases[i % cases.len()];
@@ -172,6 +208,7 @@ pub fn measure(
             first_search_ms = ms;
         } else {
             latencies.push(ms);
+            by_question.entry(i % cases.len()).or_default().push(ms);
         }
     }
     let rss_mib = rss_mib();
@@ -209,6 +246,7 @@ pub fn measure(
         search_ms_p50: percentile(&latencies, 0.5),
         search_ms_p99: percentile(&latencies, 0.99),
         rss_mib,
+        slowest: slowest(cases, &by_question),
         recall,
     })
 }

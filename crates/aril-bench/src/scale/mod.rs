@@ -197,6 +197,15 @@ impl ScaleReport {
                 100.0 * s.own_haystack.recall_at_10,
             );
         }
+        for s in &self.sizes {
+            if s.measured.slowest.is_empty() {
+                continue;
+            }
+            let _ = writeln!(out, "\nslowest questions at {} turns (median ms):", s.size);
+            for q in &s.measured.slowest {
+                let _ = writeln!(out, "  {:>7.1}  {}  {}", q.median_ms, q.id, q.question);
+            }
+        }
         out
     }
 }
