@@ -70,7 +70,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let served = common::serve(state).await?;
     let base = served.base.clone();
     let http = reqwest::Client::new();
-    let user = user.to_string();
+    let user_name = user.to_string();
+    let user = user_name.clone();
     let search = move |http: reqwest::Client, base: String, key: String, query: String| {
         let user = user.clone();
         async move {
@@ -87,15 +88,22 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             Ok::<f64, Box<dyn std::error::Error + Send + Sync>>(t.elapsed().as_secs_f64() * 1e3)
         }
     };
-    // One search first: the user's vectors are loaded once, outside the measurement.
-    search(
-        http.clone(),
-        base.clone(),
-        key.clone(),
-        questions[0].clone(),
-    )
-    .await
-    .map_err(|e| e.to_string())?;
+    // One search first: the user's vectors are loaded once, outside the measurement. It must
+    // find something: searching a user the directory does not hold measures nothing.
+    let found: serde_json::Value = http
+        .post(format!("{base}/v1/search"))
+        .header("Authorization", format!("Token {key}"))
+        .json(&json!({"user_id": user_name, "query": questions[0], "k": 10}))
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?;
+    if found["results"].as_array().is_none_or(|r| r.is_empty()) {
+        return Err(
+            format!("user {user_name:?} has no memory in {source}: nothing to search").into(),
+        );
+    }
     for clients in [1usize, 2, 4, 16] {
         let until = Instant::now() + Duration::from_secs(seconds);
         let started = Instant::now();
