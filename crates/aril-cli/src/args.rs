@@ -43,10 +43,10 @@ pub enum Command {
     Add(AddCmd),
     /// Recall what is relevant to a question, within a scope.
     Search(SearchCmd),
-    /// List the closed segments of a scope.
+    /// List the closed segments of a scope, a page at a time, in store order.
     Segments(SegmentsCmd),
     /// The user profile of a scope: its current preference cards and stable traits, newest first.
-    Profile(SegmentsCmd),
+    Profile(ProfileCmd),
     /// Counts of the data directory.
     Stats(StatsCmd),
     /// Write a scope's memories as they stand now as JSON lines on stdout, the form `aril add`
@@ -378,7 +378,22 @@ pub struct SearchCmd {
 pub struct SegmentsCmd {
     #[command(flatten)]
     pub scope: ScopeArgs,
-    /// Print the segments as JSON.
+    /// Segments to skip (the first one listed is number OFFSET + 1).
+    #[arg(long, default_value_t = 0)]
+    pub offset: u64,
+    /// Segments to list at most (1 or more).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
+    pub limit: u64,
+    /// Print the page as JSON: `{"total", "offset", "segments"}`.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct ProfileCmd {
+    #[command(flatten)]
+    pub scope: ScopeArgs,
+    /// Print the profile as JSON.
     #[arg(long)]
     pub json: bool,
 }

@@ -104,7 +104,8 @@ pub fn run(cli: &Cli, config: Config, cmd: &DemoCmd) -> anyhow::Result<()> {
     let report = ingest_with_progress(&mut engine, turns, "demo")?;
     println!("{}", crate::progress::summary(&report));
 
-    let segments = engine.segments(&scope.as_filter())?;
+    // The demo conversation is small: all of its segments.
+    let (segments, _) = engine.segments(&scope.as_filter(), 0, u64::MAX)?;
     println!(
         "\n== {} segments (LLM-free: surprise + cohesion + length)",
         segments.len()

@@ -2,7 +2,7 @@
 
 use aril_engine::{Engine, SearchRequest};
 
-use crate::args::{SearchCmd, SegmentsCmd, StatsCmd};
+use crate::args::{ProfileCmd, SearchCmd, SegmentsCmd, StatsCmd};
 
 pub fn search(engine: Engine, cmd: &SearchCmd) -> anyhow::Result<()> {
     let request = SearchRequest {
@@ -54,9 +54,10 @@ pub fn search(engine: Engine, cmd: &SearchCmd) -> anyhow::Result<()> {
 }
 
 pub fn segments(engine: &Engine, cmd: &SegmentsCmd) -> anyhow::Result<()> {
-    let segments = engine.segments(&cmd.scope.filter()?)?;
+    let (segments, total) = engine.segments(&cmd.scope.filter()?, cmd.offset, cmd.limit)?;
     if cmd.json {
-        println!("{}", serde_json::to_string_pretty(&segments)?);
+        let page = serde_json::json!({"total": total, "offset": cmd.offset, "segments": segments});
+        println!("{}", serde_json::to_string_pretty(&page)?);
         return Ok(());
     }
     for s in &segments {
@@ -72,11 +73,23 @@ pub fn segments(engine: &Engine, cmd: &SegmentsCmd) -> anyhow::Result<()> {
                 .unwrap_or_default()
         );
     }
-    println!("({} segments)", segments.len());
+    let shown = segments.len() as u64;
+    match shown {
+        0 => println!("(no segment after the first {} of {total})", cmd.offset),
+        _ => println!(
+            "(segments {}-{} of {total}{})",
+            cmd.offset + 1,
+            cmd.offset + shown,
+            match cmd.offset + shown < total {
+                true => format!("; --offset {} for the next", cmd.offset + shown),
+                false => String::new(),
+            }
+        ),
+    }
     Ok(())
 }
 
-pub fn profile(engine: &mut Engine, cmd: &SegmentsCmd) -> anyhow::Result<()> {
+pub fn profile(engine: &mut Engine, cmd: &ProfileCmd) -> anyhow::Result<()> {
     let profile = engine.profile(&cmd.scope.filter()?)?;
     if cmd.json {
         println!("{}", serde_json::to_string_pretty(&profile)?);

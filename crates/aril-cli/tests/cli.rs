@@ -151,6 +151,44 @@ fn an_import_killed_midway_leaves_a_sound_store_and_finishes_on_rerun() {
     let out = ok(&mut cmd);
     assert!(out.contains("0 turns added"), "{out}");
     assert_eq!(stats(dir.path()), full);
+
+    // Segments are listed a page at a time, in one stable order, with the scope's total.
+    let d = dir.path();
+    let list = |extra: &[&str]| -> serde_json::Value {
+        let mut cmd = aril(d);
+        cmd.args(["segments", "--user", "conv-26", "--json"])
+            .args(extra);
+        serde_json::from_str(&ok(&mut cmd)).unwrap()
+    };
+    let all = list(&["--limit", "1000"]);
+    let total = all["total"].as_u64().unwrap();
+    let every = all["segments"].as_array().unwrap();
+    assert!(total > 20 && every.len() as u64 == total, "{total}");
+    let page = list(&["--offset", "10", "--limit", "5"]);
+    assert_eq!(page["total"], all["total"]);
+    assert_eq!(page["segments"].as_array().unwrap()[..], every[10..15]);
+    let text = ok(aril(d).args([
+        "segments", "--user", "conv-26", "--offset", "10", "--limit", "5",
+    ]));
+    assert!(
+        text.contains(&format!(
+            "(segments 11-15 of {total}; --offset 15 for the next)"
+        )),
+        "{text}"
+    );
+    let past = ok(aril(d).args([
+        "segments",
+        "--user",
+        "conv-26",
+        "--offset",
+        &total.to_string(),
+    ]));
+    assert!(
+        past.contains(&format!("(no segment after the first {total} of {total})")),
+        "{past}"
+    );
+    let err = fails(aril(d).args(["segments", "--user", "conv-26", "--limit", "0"]));
+    assert!(err.contains("--limit"), "{err}");
 }
 
 #[test]

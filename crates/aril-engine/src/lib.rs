@@ -392,9 +392,15 @@ impl Engine {
         })
     }
 
-    /// The closed segments of a scope, in order.
-    pub fn segments(&self, filter: &ScopeFilter) -> Result<Vec<Segment>, EngineError> {
-        Ok(self.store.list_segments(filter)?)
+    /// A page of a scope's closed segments in store order (`limit` after the first `offset`),
+    /// and how many the scope has in all.
+    pub fn segments(
+        &self,
+        filter: &ScopeFilter,
+        offset: u64,
+        limit: u64,
+    ) -> Result<(Vec<Segment>, u64), EngineError> {
+        Ok(self.store.list_segments(filter, offset, limit)?)
     }
 
     /// Every user with stored turns.

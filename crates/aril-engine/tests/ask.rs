@@ -83,7 +83,9 @@ fn engine_with_dog_card(place: &Place, dog_kind: &str, dog_cites: &str) -> (Engi
             &AtomicBool::new(false),
         )
         .unwrap();
-    let segments = engine.segments(&ScopeFilter::user("u")).unwrap();
+    let (segments, _) = engine
+        .segments(&ScopeFilter::user("u"), 0, u64::MAX)
+        .unwrap();
     let replies = segments
         .iter()
         .map(|s| {

@@ -721,7 +721,9 @@ fn the_open_segment_survives_a_restart(place: &Place) {
     }
     let mut engine = place.open();
     ingest(&mut engine, turns[2..].to_vec(), true);
-    let segments = engine.segments(&ScopeFilter::user("u")).unwrap();
+    let (segments, _) = engine
+        .segments(&ScopeFilter::user("u"), 0, u64::MAX)
+        .unwrap();
     let all: Vec<_> = segments.iter().flat_map(|s| s.turns.clone()).collect();
     let expected: Vec<_> = turns.iter().map(|t| t.id()).collect();
     assert_eq!(
@@ -791,8 +793,9 @@ fn a_directory_has_one_owner_and_a_database_is_shared(place: &Place) {
     let stats = check.stats().unwrap();
     assert_eq!(stats.store.turns, 48);
     let segmented: Vec<_> = check
-        .segments(&ScopeFilter::user("w"))
+        .segments(&ScopeFilter::user("w"), 0, u64::MAX)
         .unwrap()
+        .0
         .iter()
         .flat_map(|s| s.turns.clone())
         .collect();
@@ -1316,7 +1319,9 @@ fn closed_segments_become_cards_with_a_real_model_and_die_with_their_turns() {
     assert_eq!(stats.segments_failed as usize, report.segments_failed);
     let cards = engine.cards(&ScopeFilter::user("u"), false).unwrap();
     assert_eq!(cards.len(), report.cards_added);
-    let segments = engine.segments(&ScopeFilter::user("u")).unwrap();
+    let (segments, _) = engine
+        .segments(&ScopeFilter::user("u"), 0, u64::MAX)
+        .unwrap();
     for c in &cards {
         let home = segments
             .iter()

@@ -275,6 +275,13 @@ struct PageParams {
     limit: Option<u64>,
 }
 
+impl PageParams {
+    /// The page's length: `limit`, 100 when absent, at most 1,000.
+    fn page_limit(&self) -> u64 {
+        self.limit.unwrap_or(100).clamp(1, 1000)
+    }
+}
+
 #[derive(Serialize, ToSchema)]
 struct TurnPage {
     total: u64,
@@ -293,8 +300,8 @@ async fn list_turns(
     caller: Caller,
     ApiQuery(p): ApiQuery<PageParams>,
 ) -> Result<axum::Json<TurnPage>, ApiError> {
+    let limit = p.page_limit();
     let filter = caller.filter(p.user_id, p.agent_id, p.run_id)?;
-    let limit = p.limit.unwrap_or(100).clamp(1, 1000);
     let (turns, total) = state
         .read(move |engine| engine.list_turns(&filter, p.offset, limit))
         .await?;
@@ -302,25 +309,30 @@ async fn list_turns(
 }
 
 #[derive(Serialize, ToSchema)]
-struct Segments {
+struct SegmentPage {
+    total: u64,
     #[schema(value_type = Vec<Object>)]
     segments: Vec<Segment>,
 }
 
-/// The closed segments of a scope, in order.
-#[utoipa::path(get, path = "/v1/segments", tag = TAG, params(ScopeParams),
+/// A page of a scope's closed segments in store order (`offset`, `limit`: default 100, at most
+/// 1,000), with how many the scope has in all.
+#[utoipa::path(get, path = "/v1/segments", tag = TAG, params(PageParams),
     security(("token" = [])), responses(
-    (status = 200, body = Segments),
+    (status = 200, body = SegmentPage),
     (status = "4XX", body = ErrorBody)
 ))]
 async fn list_segments(
     State(state): State<AppState>,
     caller: Caller,
-    ApiQuery(p): ApiQuery<ScopeParams>,
-) -> Result<axum::Json<Segments>, ApiError> {
+    ApiQuery(p): ApiQuery<PageParams>,
+) -> Result<axum::Json<SegmentPage>, ApiError> {
+    let limit = p.page_limit();
     let filter = caller.filter(p.user_id, p.agent_id, p.run_id)?;
-    let segments = state.read(move |engine| engine.segments(&filter)).await?;
-    Ok(axum::Json(Segments { segments }))
+    let (segments, total) = state
+        .read(move |engine| engine.segments(&filter, p.offset, limit))
+        .await?;
+    Ok(axum::Json(SegmentPage { total, segments }))
 }
 
 /// Deletes a scope: its turns, segments, index entries and cached vectors, from every file.

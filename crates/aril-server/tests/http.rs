@@ -346,6 +346,65 @@ async fn scope_less_deletion_is_refused_and_reset_needs_admin_and_confirmation()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn segments_are_listed_a_page_at_a_time_with_their_total() {
+    let s = Server::start().await;
+    // Each flushed batch closes its conversation's segment: four segments.
+    for n in 0..4 {
+        let (st, body) = s
+            .call(
+                "POST",
+                "/v1/turns",
+                &s.user_key,
+                Some(json!({
+                    "conversation": format!("c{n}"), "flush": true,
+                    "turns": [{"text": format!("Batch {n}: I repaired the fence on day {n}.")}]
+                })),
+            )
+            .await;
+        assert_eq!(st, StatusCode::OK, "{body}");
+    }
+    let ids = |page: &Value| -> Vec<String> {
+        page["segments"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|seg| seg["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let (st, all) = s.call("GET", "/v1/segments", &s.user_key, None).await;
+    assert_eq!(st, StatusCode::OK, "{all}");
+    assert_eq!(all["total"], 4);
+    let every = ids(&all);
+    assert_eq!(every.len(), 4);
+    let mut paged = Vec::new();
+    for offset in [0, 2] {
+        let (st, page) = s
+            .call(
+                "GET",
+                &format!("/v1/segments?offset={offset}&limit=2"),
+                &s.user_key,
+                None,
+            )
+            .await;
+        assert_eq!(st, StatusCode::OK, "{page}");
+        assert_eq!(page["total"], 4);
+        paged.extend(ids(&page));
+    }
+    assert_eq!(paged, every, "the pages, in order, are the whole list");
+    let (st, past) = s
+        .call("GET", "/v1/segments?offset=4", &s.user_key, None)
+        .await;
+    assert_eq!((st, past["total"].clone()), (StatusCode::OK, json!(4)));
+    assert!(ids(&past).is_empty());
+    // Mem0's paging words are not this route's: refused, not ignored.
+    let (st, _) = s
+        .call("GET", "/v1/segments?page=2", &s.user_key, None)
+        .await;
+    assert_eq!(st, StatusCode::BAD_REQUEST);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_scope_leaves_no_trace_in_any_file() {
     let s = Server::start().await;
     let token = "zqxjvorpal7731";

@@ -480,8 +480,14 @@ pub trait Store: Send + Sync {
         ids: &[TurnId],
         span: usize,
     ) -> Result<Vec<Neighbourhood>, StoreError>;
-    /// All closed segments of a scope, in store order.
-    fn list_segments(&self, filter: &ScopeFilter) -> Result<Vec<Segment>, StoreError>;
+    /// A page of a scope's closed segments in store order (`limit` of them after the first
+    /// `offset`), and how many the scope has in all.
+    fn list_segments(
+        &self,
+        filter: &ScopeFilter,
+        offset: u64,
+        limit: u64,
+    ) -> Result<(Vec<Segment>, u64), StoreError>;
     /// Cached embeddings of `model` for the given text hashes.
     fn embeddings(
         &self,

@@ -540,10 +540,28 @@ impl Store for SqliteStore {
         Ok(ids.iter().filter_map(|id| by_id.remove(id)).collect())
     }
 
-    fn list_segments(&self, filter: &ScopeFilter) -> Result<Vec<Segment>, StoreError> {
+    fn list_segments(
+        &self,
+        filter: &ScopeFilter,
+        offset: u64,
+        limit: u64,
+    ) -> Result<(Vec<Segment>, u64), StoreError> {
         let conn = self.conn()?;
         let (clause, args) = filter_clause(filter);
-        Self::segments_where(&conn, &clause, &args)
+        let total: i64 = conn.query_row(
+            &format!("SELECT COUNT(*) FROM segments WHERE {clause}"),
+            params_from_iter(&args),
+            |r| r.get(0),
+        )?;
+        // The page's rows by store order; the filter's arguments are bound twice.
+        let paged = format!(
+            "{clause} AND seq IN (SELECT seq FROM segments WHERE {clause} ORDER BY seq \
+             LIMIT {} OFFSET {})",
+            limit.min(i64::MAX as u64),
+            offset.min(i64::MAX as u64)
+        );
+        let twice: Vec<String> = args.iter().chain(&args).cloned().collect();
+        Ok((Self::segments_where(&conn, &paged, &twice)?, total as u64))
     }
 
     fn embeddings(

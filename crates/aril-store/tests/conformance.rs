@@ -76,6 +76,7 @@ aril_store::conformance!(
     claims_are_exclusive_and_end_with_cards_a_failure_or_a_release,
     a_store_that_searches_itself_finds_by_vector_and_by_word_and_forgets_deleted_units,
     a_role_restricted_word_search_returns_those_roles_turns_scored_as_among_all,
+    segments_are_listed_a_page_at_a_time_in_store_order_with_their_total,
 );
 
 fn turn(user: &str, n: usize) -> TurnRecord {
@@ -155,6 +156,48 @@ fn fill(store: &mut dyn Store, user: &str) -> Vec<TurnRecord> {
         })
         .unwrap();
     turns
+}
+
+fn segments_are_listed_a_page_at_a_time_in_store_order_with_their_total(place: &Place) {
+    let mut store = place.open();
+    // Five one-turn segments of `u`, committed one batch each, and one of `v` between them.
+    let mut order = Vec::new();
+    for n in 1..=5 {
+        let t = turn("u", n);
+        let mut seg = segment("u", &[&t]);
+        seg.text_hash = format!("seg-u-{n}");
+        order.push(seg.segment.id.clone());
+        let mut batch = WriteBatch {
+            embeddings: vec![embedding(&t.text_hash), embedding(&seg.text_hash)],
+            turns: vec![t],
+            segments: vec![seg],
+            open_segments: vec![],
+            revisions: vec![],
+        };
+        if n == 3 {
+            let other = turn("v", 1);
+            batch.segments.push(segment("v", &[&other]));
+            batch.embeddings.push(embedding(&other.text_hash));
+            batch.embeddings.push(embedding("seg-v"));
+            batch.turns.push(other);
+        }
+        store.commit(batch).unwrap();
+    }
+    let page = |offset, limit| {
+        let (segments, total) = store
+            .list_segments(&ScopeFilter::user("u"), offset, limit)
+            .unwrap();
+        let ids: Vec<SegmentId> = segments.into_iter().map(|s| s.id).collect();
+        (ids, total)
+    };
+    assert_eq!(page(0, 2), (order[..2].to_vec(), 5));
+    assert_eq!(page(2, 2), (order[2..4].to_vec(), 5));
+    assert_eq!(page(4, 2), (order[4..].to_vec(), 5));
+    assert_eq!(page(5, 2), (vec![], 5));
+    assert_eq!(page(0, u64::MAX), (order.clone(), 5));
+    let (theirs, total) = store.list_segments(&ScopeFilter::user("v"), 0, 10).unwrap();
+    assert_eq!((theirs.len(), total), (1, 1));
+    assert_eq!(theirs[0].turns, vec![turn("v", 1).turn.id]);
 }
 
 fn a_batch_is_stored_whole_and_recommitting_adds_nothing(place: &Place) {
@@ -471,8 +514,10 @@ fn deleting_turns_swaps_their_segment_for_its_replacement_and_drops_their_vector
     );
     assert!(store.memory_versions(&turns[0].turn.id).unwrap().is_empty());
     assert!(store.superseded("u").unwrap().is_empty());
-    let segments = store.list_segments(&ScopeFilter::user("u")).unwrap();
-    assert_eq!(segments.len(), 1);
+    let (segments, total) = store
+        .list_segments(&ScopeFilter::user("u"), 0, u64::MAX)
+        .unwrap();
+    assert_eq!((segments.len(), total), (1, 1));
     assert_eq!(segments[0].turns, replacement.segment.turns);
     let hashes: Vec<String> = ["h-u-1", "h-u-20", "seg-u", "seg-u-rebuilt", "h-u-2"]
         .map(String::from)

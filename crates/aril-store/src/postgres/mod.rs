@@ -624,9 +624,29 @@ impl Store for PgStore {
         Ok(ids.iter().filter_map(|id| by_id.remove(id)).collect())
     }
 
-    fn list_segments(&self, filter: &ScopeFilter) -> Result<Vec<Segment>, StoreError> {
+    fn list_segments(
+        &self,
+        filter: &ScopeFilter,
+        offset: u64,
+        limit: u64,
+    ) -> Result<(Vec<Segment>, u64), StoreError> {
         let (clause, args) = filter_clause("", filter, 1);
-        self.segments_where(&clause, &params(&args))
+        let args = params(&args);
+        let total: i64 = self
+            .conn()?
+            .query_one(
+                &format!("SELECT COUNT(*) FROM segments WHERE {clause}"),
+                &args,
+            )?
+            .get(0);
+        // The page's rows by store order (the subquery names the same parameters).
+        let paged = format!(
+            "{clause} AND seq IN (SELECT seq FROM segments WHERE {clause} ORDER BY seq \
+             LIMIT {} OFFSET {})",
+            limit.min(i64::MAX as u64),
+            offset.min(i64::MAX as u64)
+        );
+        Ok((self.segments_where(&paged, &args)?, total as u64))
     }
 
     fn embeddings(
