@@ -6,6 +6,7 @@
 //!
 //! This crate knows nothing about storage, embeddings, HTTP or any LLM vendor.
 
+pub mod bm25;
 mod cache;
 mod card;
 mod error;
@@ -18,6 +19,7 @@ mod turn;
 mod unit;
 mod window;
 
+pub use bm25::BM25_QUERY_WORDS;
 pub use cache::cache_root;
 pub use card::{Card, CardId, CardKind, CardTime, parse_calendar_date};
 pub use error::InvalidInput;

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use aril_core::{Role, ScopeFilter};
+use aril_core::{BM25_QUERY_WORDS, Role, ScopeFilter};
 use aril_core::{UnitId, UnitKind};
 use aril_store::UnitText;
 use serde::{Deserialize, Serialize};
@@ -537,6 +537,14 @@ impl LexicalIndex {
         if docs.is_empty() || returned.is_empty() {
             return Ok(Vec::new());
         }
+        let stats = ScopeStats {
+            searcher: &searcher,
+            docs: &docs,
+            namespaces: &counted,
+            words: f.words,
+            counted: Default::default(),
+        };
+        let words = rarest(words, BM25_QUERY_WORDS, |w| stats.units_holding(w))?;
         let terms: Vec<(Occur, Box<dyn Query>)> = returned
             .iter()
             .flat_map(|ns| words.iter().map(move |w| ns.word(w)))
@@ -564,13 +572,6 @@ impl LexicalIndex {
                     Box::new(ConstScoreQuery::new(self.filter_query(filter), 0.0)),
                 ),
             ])),
-        };
-        let stats = ScopeStats {
-            searcher: &searcher,
-            docs: &docs,
-            namespaces: &counted,
-            words: f.words,
-            counted: Default::default(),
         };
         // Equal scores are ordered by unit id, as the dense search and PostgreSQL order them, so
         // the result does not depend on how tantivy's segments happen to be laid out (a cold and
@@ -605,6 +606,28 @@ impl LexicalIndex {
         hits.truncate(k);
         Ok(hits)
     }
+}
+
+/// The `max` of `words` that the fewest units hold, equal counts by the word itself
+/// ([`BM25_QUERY_WORDS`]); all of them when there are no more than `max`. A word no unit
+/// holds scores nothing and takes no place.
+fn rarest(
+    words: Vec<String>,
+    max: usize,
+    units_holding: impl Fn(&str) -> tantivy::Result<u64>,
+) -> tantivy::Result<Vec<String>> {
+    if words.len() <= max {
+        return Ok(words);
+    }
+    let mut counted: Vec<(u64, String)> = Vec::with_capacity(words.len());
+    for word in words {
+        let n = units_holding(&word)?;
+        if n > 0 {
+            counted.push((n, word));
+        }
+    }
+    counted.sort_unstable();
+    Ok(counted.into_iter().take(max).map(|(_, w)| w).collect())
 }
 
 /// tantivy's `en_stem` (words split on what is not alphanumeric, those over 40 bytes dropped,
@@ -650,6 +673,69 @@ mod tests {
             seq,
             role: Some(Role::User),
         }
+    }
+
+    #[test]
+    fn a_long_question_is_searched_by_its_rarest_words() {
+        // Word i is held by i + 1 units of 40: the first BM25_QUERY_WORDS are the rarest.
+        let vocabulary = [
+            "zebra", "piano", "violin", "tennis", "coffee", "garden", "river", "mountain", "lake",
+            "house", "bridge", "castle", "forest", "desert",
+        ];
+        assert!(vocabulary.len() > BM25_QUERY_WORDS);
+        let dir = tempfile::tempdir().unwrap();
+        let idx = LexicalIndex::open(dir.path()).unwrap();
+        let units: Vec<UnitText> = (0..40)
+            .map(|n| {
+                let text: Vec<&str> = vocabulary
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| (n * 7 + i * 3) % 40 <= *i)
+                    .map(|(_, w)| *w)
+                    .collect();
+                unit(
+                    &format!("t{n:02}"),
+                    "u1",
+                    &format!("note {}", text.join(" ")),
+                    n as i64 + 1,
+                )
+            })
+            .collect();
+        idx.add(&units, watermark(40)).unwrap();
+        let search = |query: &str| {
+            idx.search(&ScopeFilter::user("u1"), query, 40, &[UnitKind::Turn], None)
+                .unwrap()
+        };
+        // "unheard" is held by no unit: it takes no place among the words searched.
+        let whole = search(&format!("unheard {}", vocabulary.join(" ")));
+        let rarest = search(&vocabulary[..BM25_QUERY_WORDS].join(" "));
+        assert!(!whole.is_empty());
+        assert_eq!(whole, rarest);
+        // A question of few words is searched whole: the commonest word still counts.
+        let short = search("zebra desert");
+        assert_ne!(short, search("zebra"));
+    }
+
+    #[test]
+    fn the_rarest_words_skip_the_absent_and_break_ties_by_the_word() {
+        let held = |w: &str| -> tantivy::Result<u64> {
+            Ok(match w {
+                "absent" => 0,
+                "common" => 50,
+                _ => 3,
+            })
+        };
+        let words = |ws: &[&str]| ws.iter().map(|w| w.to_string()).collect::<Vec<_>>();
+        let kept = rarest(
+            words(&["common", "pear", "absent", "apple", "fig"]),
+            3,
+            held,
+        )
+        .unwrap();
+        assert_eq!(kept, words(&["apple", "fig", "pear"]));
+        // No more words than the limit: all of them, as asked.
+        let few = rarest(words(&["common", "absent"]), 3, held).unwrap();
+        assert_eq!(few, words(&["common", "absent"]));
     }
 
     #[test]

@@ -159,6 +159,24 @@ pub(crate) struct ScopeStats<'a> {
 }
 
 impl ScopeStats<'_> {
+    /// How many units of the scope hold `word` (counted once per search).
+    pub(crate) fn units_holding(&self, word: &str) -> tantivy::Result<u64> {
+        if let Some(&n) = self
+            .counted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(word)
+        {
+            return Ok(n);
+        }
+        let n = self.count(word)?;
+        self.counted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(word.to_string(), n);
+        Ok(n)
+    }
+
     fn count(&self, word: &str) -> tantivy::Result<u64> {
         let mut n = 0u64;
         for (reader, scope) in self
@@ -210,20 +228,6 @@ impl Bm25StatisticsProvider for ScopeStats<'_> {
 
     fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
         let value = term.value();
-        let word = word_of(value.as_str().unwrap_or_default());
-        if let Some(&n) = self
-            .counted
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(word)
-        {
-            return Ok(n);
-        }
-        let n = self.count(word)?;
-        self.counted
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(word.to_string(), n);
-        Ok(n)
+        self.units_holding(word_of(value.as_str().unwrap_or_default()))
     }
 }

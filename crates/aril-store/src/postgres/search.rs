@@ -18,7 +18,7 @@
 
 use std::collections::HashMap;
 
-use aril_core::{Role, ScopeFilter, Turn, TurnId, UnitId};
+use aril_core::{BM25_QUERY_WORDS, Role, ScopeFilter, Turn, TurnId, UnitId};
 use pgvector::Vector;
 use postgres::GenericClient;
 use postgres::types::ToSql;
@@ -763,7 +763,8 @@ impl PgSearch {
             })
             .collect::<Vec<_>>()
             .join(" UNION ALL ");
-        // Each word's idf from the counted document frequencies of the filter's scopes; per
+        // Each word's idf from the counted document frequencies of the filter's scopes (the
+        // question's `BM25_QUERY_WORDS` rarest words held there, as `aril_core::bm25` says); per
         // word, its best postings by weight (an index range, read in order); a unit's score sums
         // the postings read. The role restriction picks the postings read, not the statistics.
         let sql = format!(
@@ -775,7 +776,7 @@ impl PgSearch {
                     FROM words w CROSS JOIN st CROSS JOIN LATERAL ( \
                         SELECT COALESCE(SUM(t.n), 0)::FLOAT8 AS n FROM lexical_terms t \
                         WHERE t.kind = {code} AND t.lexeme = w.lexeme AND {stats_scope}) d \
-                    WHERE d.n > 0) \
+                    WHERE d.n > 0 ORDER BY d.n, w.lexeme COLLATE \"C\" LIMIT {BM25_QUERY_WORDS}) \
              SELECT p.unit_id, SUM(i.w * p.tf * 2.2 \
                     / (p.tf + 1.2 * (0.25 + 0.75 * p.len / st.avgdl)))::FLOAT8 AS score \
              FROM idf i CROSS JOIN st CROSS JOIN LATERAL ({best}) p \
