@@ -109,6 +109,8 @@ struct Prefetched {
     read: TurnsById,
     /// The BM25 lists.
     lexical: LexicalLists,
+    /// The date focus's lists ([`Recall::date_focus`]).
+    dated: FocusLists,
 }
 
 /// The turn lists of a focus, speaker or date (empty when the question names none).
@@ -145,9 +147,14 @@ impl Recall<'_> {
     /// Recalls the units most relevant to a question inside a scope.
     pub fn search(&self, request: &SearchRequest) -> Result<SearchResponse, RecallError> {
         let (query, k) = checked(request, self.config.default_k)?;
-        let (qv, pre) = self.prefetched(&request.filter, query, None, self.config.candidates)?;
-        let candidates =
-            self.fused_candidates(&request.filter, query, &qv, request.asked_at, pre)?;
+        let (qv, pre) = self.prefetched(
+            &request.filter,
+            query,
+            None,
+            request.asked_at,
+            self.config.candidates,
+        )?;
+        let candidates = self.fused_candidates(&request.filter, query, &qv, pre)?;
         Ok(respond(
             query,
             &without_repeats(candidates),
@@ -175,10 +182,10 @@ impl Recall<'_> {
         } else {
             r.candidates
         };
-        let (qv, mut pre) = self.prefetched(&request.filter, query, None, depth)?;
+        let (qv, mut pre) =
+            self.prefetched(&request.filter, query, None, request.asked_at, depth)?;
         let listed = self.session_list(&pre.superseded, &pre.dense_turns, &mut pre.read)?;
-        let candidates =
-            self.fused_candidates(&request.filter, query, &qv, request.asked_at, pre)?;
+        let candidates = self.fused_candidates(&request.filter, query, &qv, pre)?;
         let rank_of: HashMap<&SessionKey, usize> = listed.iter().zip(1..).collect();
         let mut seen = HashSet::new();
         let mut best: Vec<Candidate> = Vec::new();
@@ -246,13 +253,16 @@ impl Recall<'_> {
 
     /// The question's vector (`qv`, else the question embedded) and what a search reads before
     /// its fusion ([`Prefetched`]: the dense turn list `dense_depth` deep, the BM25 lists, the
-    /// superseded turns). The BM25 lists are searched while the question embeds
-    /// ([`Recall::beside_lexical`]).
+    /// date focus, the superseded turns). The BM25 lists are searched while the question embeds
+    /// ([`Recall::beside_lexical`]); a dated question's focus, which needs nothing of the first
+    /// lists, is searched on a thread of its own meanwhile (its deep lists would otherwise
+    /// follow them, and a lone search leaves a core idle while its longest list runs).
     fn prefetched(
         &self,
         filter: &ScopeFilter,
         query: &str,
         qv: Option<&[f32]>,
+        asked_at: Option<DateTime<Utc>>,
         dense_depth: usize,
     ) -> Result<(Vec<f32>, Prefetched), RecallError> {
         let r = self.config;
@@ -261,16 +271,32 @@ impl Recall<'_> {
             segments: r.w_lexical_segments > 0.0,
             windows: r.w_lexical_windows > 0.0,
         };
-        let ((qv, dense_turns), lexical) = self.beside_lexical(filter, query, wanted, || {
-            self.dense_list(filter, query, qv, dense_depth)
-        })?;
+        let dated = (r.w_dated > 0.0)
+            .then(|| crate::dated::dated_question(query, asked_at))
+            .flatten();
+        let (first, focus) = std::thread::scope(|scope| {
+            let focus = dated.map(|dated| {
+                scope.spawn(move || -> Result<(FocusLists, TurnsById), RecallError> {
+                    let mut read = TurnsById::new();
+                    let lists = self.date_focus(filter, &dated, &mut read)?;
+                    Ok((lists, read))
+                })
+            });
+            let first = self.beside_lexical(filter, query, wanted, || {
+                self.dense_list(filter, query, qv, dense_depth)
+            });
+            (first, focus.map(joined))
+        });
+        let ((qv, dense_turns), lexical) = first?;
+        let (dated, read) = focus.transpose()?.unwrap_or_default();
         Ok((
             qv,
             Prefetched {
                 dense_turns,
                 superseded: self.store.superseded(&filter.user_id)?,
-                read: TurnsById::new(),
+                read,
                 lexical,
+                dated,
             },
         ))
     }
@@ -337,8 +363,9 @@ impl Recall<'_> {
         qv: &[f32],
         asked_at: Option<DateTime<Utc>>,
     ) -> Result<Vec<Candidate>, RecallError> {
-        let (_, pre) = self.prefetched(filter, query, Some(qv), self.config.candidates)?;
-        self.fused_candidates(filter, query, qv, asked_at, pre)
+        let (_, pre) =
+            self.prefetched(filter, query, Some(qv), asked_at, self.config.candidates)?;
+        self.fused_candidates(filter, query, qv, pre)
     }
 
     /// [`Recall::hybrid_candidates`] with what the search has read already ([`Prefetched`]).
@@ -347,7 +374,6 @@ impl Recall<'_> {
         filter: &ScopeFilter,
         query: &str,
         qv: &[f32],
-        asked_at: Option<DateTime<Utc>>,
         pre: Prefetched,
     ) -> Result<Vec<Candidate>, RecallError> {
         let Prefetched {
@@ -355,16 +381,13 @@ impl Recall<'_> {
             superseded,
             mut read,
             lexical,
+            dated,
         } = pre;
         let r = self.config;
         let c = r.candidates;
         dense_turns.truncate(c);
         let dense_segments = self.dense_hits(filter, qv, c, UnitKind::Segment)?;
         let (lexical_turns, lexical_segments, lexical_windows) = lexical;
-        let dated = match r.w_dated > 0.0 {
-            true => self.date_focus(filter, query, asked_at, &mut read)?,
-            false => FocusLists::default(),
-        };
         let focus = if r.w_focus > 0.0 {
             self.speaker_focus(
                 filter,
@@ -460,20 +483,16 @@ impl Recall<'_> {
         })
     }
 
-    /// Date focus ([`crate::dated`]): when the question names one day, month or year, or one
-    /// past time relative to `asked_at` when given, the dense, BM25 and window turn lists
-    /// searched again for the question without the date (`focus_depth` times deeper), each
-    /// keeping the turns said in that period.
+    /// Date focus ([`crate::dated`]): for a question that names one day, month or year, or one
+    /// past time relative to when it is asked, the dense, BM25 and window turn lists searched
+    /// again for the question without the date (`focus_depth` times deeper), each keeping the
+    /// turns said in that period.
     fn date_focus(
         &self,
         filter: &ScopeFilter,
-        query: &str,
-        asked_at: Option<DateTime<Utc>>,
+        dated: &crate::dated::DatedQuestion,
         read: &mut TurnsById,
     ) -> Result<FocusLists, RecallError> {
-        let Some(dated) = crate::dated::dated_question(query, asked_at) else {
-            return Ok(FocusLists::default());
-        };
         self.restricted_lists(filter, &dated.asked, read, |t| {
             t.turn
                 .event_time
