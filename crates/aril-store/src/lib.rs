@@ -440,6 +440,18 @@ pub(crate) fn describe_open(rec: &OpenSegmentRecord) -> String {
 }
 
 /// A scope filter as messages name it: `user "u", agent "a", run "r"`.
+/// `clause` (a `WHERE` condition on `segments`) narrowed to one page of the segments it admits,
+/// in store order: `limit` of them after the first `offset`. The condition appears twice, so a
+/// positional binding gives its arguments twice.
+pub(crate) fn segment_page(clause: &str, offset: u64, limit: u64) -> String {
+    format!(
+        "{clause} AND seq IN (SELECT seq FROM segments WHERE {clause} ORDER BY seq \
+         LIMIT {} OFFSET {})",
+        limit.min(i64::MAX as u64),
+        offset.min(i64::MAX as u64)
+    )
+}
+
 pub(crate) fn describe_filter(filter: &ScopeFilter) -> String {
     format!(
         "user {:?}{}{}",

@@ -553,13 +553,7 @@ impl Store for SqliteStore {
             params_from_iter(&args),
             |r| r.get(0),
         )?;
-        // The page's rows by store order; the filter's arguments are bound twice.
-        let paged = format!(
-            "{clause} AND seq IN (SELECT seq FROM segments WHERE {clause} ORDER BY seq \
-             LIMIT {} OFFSET {})",
-            limit.min(i64::MAX as u64),
-            offset.min(i64::MAX as u64)
-        );
+        let paged = crate::segment_page(&clause, offset, limit);
         let twice: Vec<String> = args.iter().chain(&args).cloned().collect();
         Ok((Self::segments_where(&conn, &paged, &twice)?, total as u64))
     }

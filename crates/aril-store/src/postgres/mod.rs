@@ -639,13 +639,8 @@ impl Store for PgStore {
                 &args,
             )?
             .get(0);
-        // The page's rows by store order (the subquery names the same parameters).
-        let paged = format!(
-            "{clause} AND seq IN (SELECT seq FROM segments WHERE {clause} ORDER BY seq \
-             LIMIT {} OFFSET {})",
-            limit.min(i64::MAX as u64),
-            offset.min(i64::MAX as u64)
-        );
+        // Numbered parameters: the condition's second copy names the same ones.
+        let paged = crate::segment_page(&clause, offset, limit);
         Ok((self.segments_where(&paged, &args)?, total as u64))
     }
 
