@@ -5,8 +5,51 @@ use aril_core::content_hash;
 use aril_embed::{embed_chunked, embed_sentences};
 use aril_store::{Embedding, StoredChunk};
 
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use aril_embed::Embedder;
+
 use crate::config::TurnVectors;
 use crate::{Engine, EngineError};
+
+/// Texts the cache lacks, with what embedding them needs: the model's work of
+/// [`Engine::cache_misses`], which owns everything it uses, so it runs on any thread.
+pub(crate) struct ModelWork {
+    embedder: Arc<dyn Embedder>,
+    model: String,
+    turn_vectors: TurnVectors,
+    sentence_min_bytes: usize,
+    /// Cache key and text of each text to embed.
+    missing: Vec<(String, String)>,
+}
+
+impl ModelWork {
+    /// The new cache entries, one per missing text, in order.
+    pub(crate) fn run(self) -> Result<Vec<Embedding>, EngineError> {
+        if self.missing.is_empty() {
+            return Ok(Vec::new());
+        }
+        let views: Vec<&str> = self.missing.iter().map(|(_, t)| t.as_str()).collect();
+        let embedded = match self.turn_vectors {
+            TurnVectors::Chunks => embed_chunked(self.embedder.as_ref(), &views)?,
+            TurnVectors::Sentences => {
+                embed_sentences(self.embedder.as_ref(), &views, self.sentence_min_bytes)?
+            }
+        };
+        Ok(self
+            .missing
+            .into_iter()
+            .zip(embedded)
+            .map(|((hash, _), chunked)| Embedding {
+                model: self.model.clone(),
+                text_hash: hash,
+                pieces: chunked.pieces as u32,
+                chunks: stored_chunks(chunked.chunks),
+            })
+            .collect())
+    }
+}
 
 /// Model chunks as the store keeps them.
 pub fn stored_chunks(chunks: Vec<aril_embed::Chunk>) -> Vec<StoredChunk> {
@@ -44,42 +87,11 @@ impl Engine {
         texts: &[String],
         pending: &[Embedding],
     ) -> Result<(Vec<Embedding>, Vec<Embedding>), EngineError> {
-        let embedder = self.embedder()?;
-        let model = embedder.name().to_string();
+        let (work, mut known) = self.cache_misses(texts, pending)?;
         let hashes: Vec<String> = texts.iter().map(|t| self.vector_key(t)).collect();
-        let mut known = self.store.embeddings(&model, &hashes)?;
-        for e in pending {
-            known
-                .entry(e.text_hash.clone())
-                .or_insert_with(|| e.clone());
-        }
-        // Each distinct missing text once.
-        let mut missing: Vec<(String, &str)> = Vec::new();
-        let mut asked = std::collections::HashSet::new();
-        for (h, t) in hashes.iter().zip(texts) {
-            if !known.contains_key(h) && asked.insert(h) {
-                missing.push((h.clone(), t));
-            }
-        }
-        let mut fresh = Vec::with_capacity(missing.len());
-        if !missing.is_empty() {
-            let views: Vec<&str> = missing.iter().map(|(_, t)| *t).collect();
-            let embedded = match self.config.turn_vectors {
-                TurnVectors::Chunks => embed_chunked(embedder.as_ref(), &views)?,
-                TurnVectors::Sentences => {
-                    embed_sentences(embedder.as_ref(), &views, self.config.sentence_min_bytes)?
-                }
-            };
-            for ((hash, _), chunked) in missing.iter().zip(embedded) {
-                let e = Embedding {
-                    model: model.clone(),
-                    text_hash: hash.clone(),
-                    pieces: chunked.pieces as u32,
-                    chunks: stored_chunks(chunked.chunks),
-                };
-                known.insert(hash.clone(), e.clone());
-                fresh.push(e);
-            }
+        let fresh = work.run()?;
+        for e in &fresh {
+            known.insert(e.text_hash.clone(), e.clone());
         }
         let all = hashes
             .iter()
@@ -89,6 +101,40 @@ impl Engine {
                 EngineError::Config("embedding cache lost an entry while embedding".into())
             })?;
         Ok((all, fresh))
+    }
+
+    /// What the model must embed for `texts` (each distinct text the cache and `pending` lack,
+    /// in order of first appearance) as work that can run on another thread, and the entries
+    /// known already, by cache key.
+    pub(crate) fn cache_misses(
+        &self,
+        texts: &[String],
+        pending: &[Embedding],
+    ) -> Result<(ModelWork, HashMap<String, Embedding>), EngineError> {
+        let embedder = self.embedder()?;
+        let model = embedder.name().to_string();
+        let hashes: Vec<String> = texts.iter().map(|t| self.vector_key(t)).collect();
+        let mut known = self.store.embeddings(&model, &hashes)?;
+        for e in pending {
+            known
+                .entry(e.text_hash.clone())
+                .or_insert_with(|| e.clone());
+        }
+        let mut missing: Vec<(String, String)> = Vec::new();
+        let mut asked = HashSet::new();
+        for (h, t) in hashes.iter().zip(texts) {
+            if !known.contains_key(h) && asked.insert(h) {
+                missing.push((h.clone(), t.clone()));
+            }
+        }
+        let work = ModelWork {
+            embedder,
+            model,
+            turn_vectors: self.config.turn_vectors,
+            sentence_min_bytes: self.config.sentence_min_bytes,
+            missing,
+        };
+        Ok((work, known))
     }
 
     /// A segment's vector pooled from its turns' chunks: their mean weighted by chunk length in

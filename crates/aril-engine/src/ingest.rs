@@ -22,6 +22,7 @@ use chrono::Utc;
 use serde::Serialize;
 
 use crate::config::SegmentVectors;
+use crate::pools::EmbedPools;
 use crate::{Engine, EngineError};
 
 /// How an ingest treats the end of its input.
@@ -65,7 +66,7 @@ type ConversationKey = (String, String);
 /// embeds a request's turns beside other requests and holds the engine alone only to commit them.
 #[derive(Debug, Clone, Default)]
 pub struct Prepared {
-    embeddings: Vec<Embedding>,
+    pub(crate) embeddings: Vec<Embedding>,
 }
 
 impl Prepared {
@@ -77,11 +78,6 @@ impl Prepared {
 
 /// Tries of one batch when other writers keep advancing its open segment first.
 const MAX_ATTEMPTS: usize = 50;
-/// Turns whose texts are embedded in one pass ahead of their commit batches, taken across
-/// conversations in ingest order: the more texts one pass sorts by length, the less its batches
-/// pad (measured with `examples/ingest_speed`: a pool per LongMemEval haystack ran at 68–72% of
-/// the bare model's speed, pools across them at 75%).
-const EMBED_POOL: usize = 1024;
 
 impl Engine {
     /// Ingests turns (any mix of scopes and conversations, each conversation in order). Invalid
@@ -175,10 +171,11 @@ impl Engine {
         progress(Progress { done, total });
         // The model sees a pool of texts at once, sorted by length so its batches pad little
         // (a commit batch of 64 alone would mix short and long texts: measured on LongMemEval,
-        // 2.7 times the embedding time). Turns before `pooled` (in ingest order) are in it.
+        // 2.7 times the embedding time), and embeds the next pool on a thread of its own while
+        // this one's batches are segmented and committed.
+        let mut pools = EmbedPools::plan(&groups, batch);
         let mut prepared: Vec<Embedding> = Vec::new();
-        let mut pooled = 0;
-        'conversations: for (g, group) in groups.iter().enumerate() {
+        'conversations: for group in groups.iter() {
             let Some((_, first)) = group.first() else {
                 continue;
             };
@@ -191,16 +188,8 @@ impl Engine {
                     report.interrupted = true;
                     break 'conversations;
                 }
-                if done + chunk.len() > pooled {
-                    let next: Vec<&NewTurn> = groups[g..]
-                        .iter()
-                        .flatten()
-                        .skip(b * batch)
-                        .take(EMBED_POOL.max(chunk.len()))
-                        .map(|(_, t)| t)
-                        .collect();
-                    pooled = done + next.len();
-                    prepared = self.prepare_embeddings(&next, ahead)?;
+                if let Some(pool) = pools.starting_at(done) {
+                    prepared = pools.take(self, pool, ahead)?;
                 }
                 let last = b + 1 == n_batches;
                 let step = self.commit_batch(
@@ -299,23 +288,6 @@ impl Engine {
                 Err(e) => return Err(e),
             }
         }
-    }
-
-    /// The cache entries a run of turns lacks, embedded in one pass (not committed: each batch
-    /// commits those it uses), with those made `ahead` of the ingest.
-    fn prepare_embeddings(
-        &self,
-        turns: &[&NewTurn],
-        ahead: &Prepared,
-    ) -> Result<Vec<Embedding>, EngineError> {
-        let texts: Vec<String> = turns
-            .iter()
-            .filter(|t| self.is_dense(t.role))
-            .map(|t| t.rendered())
-            .collect();
-        let mut pool = self.embed_cached(&texts, &ahead.embeddings)?.1;
-        pool.extend(ahead.embeddings.iter().cloned());
-        Ok(pool)
     }
 
     /// Embeds, segments and commits one batch of one conversation's new turns, with the memory

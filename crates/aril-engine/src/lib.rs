@@ -22,6 +22,7 @@ mod keys;
 mod lock;
 mod memory;
 mod metered;
+mod pools;
 mod transfer;
 
 use std::collections::HashMap;
