@@ -51,6 +51,16 @@ impl ModelWork {
     }
 }
 
+/// What [`Engine::cache_misses`] found for a list of texts.
+pub(crate) struct CacheLookup {
+    /// Each text's cache key ([`Engine::vector_key`]), in the texts' order.
+    pub keys: Vec<String>,
+    /// The entries the cache and the pending ones hold, by key.
+    pub known: HashMap<String, Embedding>,
+    /// The texts neither holds, for the model.
+    pub work: ModelWork,
+}
+
 /// Model chunks as the store keeps them.
 pub fn stored_chunks(chunks: Vec<aril_embed::Chunk>) -> Vec<StoredChunk> {
     chunks
@@ -87,13 +97,16 @@ impl Engine {
         texts: &[String],
         pending: &[Embedding],
     ) -> Result<(Vec<Embedding>, Vec<Embedding>), EngineError> {
-        let (work, mut known) = self.cache_misses(texts, pending)?;
-        let hashes: Vec<String> = texts.iter().map(|t| self.vector_key(t)).collect();
+        let CacheLookup {
+            keys,
+            mut known,
+            work,
+        } = self.cache_misses(texts, pending)?;
         let fresh = work.run()?;
         for e in &fresh {
             known.insert(e.text_hash.clone(), e.clone());
         }
-        let all = hashes
+        let all = keys
             .iter()
             .map(|h| known.get(h).cloned())
             .collect::<Option<Vec<_>>>()
@@ -103,14 +116,14 @@ impl Engine {
         Ok((all, fresh))
     }
 
-    /// What the model must embed for `texts` (each distinct text the cache and `pending` lack,
-    /// in order of first appearance) as work that can run on another thread, and the entries
-    /// known already, by cache key.
+    /// What the cache and `pending` hold for `texts`, and what the model must embed (each
+    /// distinct text they lack, in order of first appearance) as work that can run on another
+    /// thread.
     pub(crate) fn cache_misses(
         &self,
         texts: &[String],
         pending: &[Embedding],
-    ) -> Result<(ModelWork, HashMap<String, Embedding>), EngineError> {
+    ) -> Result<CacheLookup, EngineError> {
         let embedder = self.embedder()?;
         let model = embedder.name().to_string();
         let hashes: Vec<String> = texts.iter().map(|t| self.vector_key(t)).collect();
@@ -134,7 +147,11 @@ impl Engine {
             sentence_min_bytes: self.config.sentence_min_bytes,
             missing,
         };
-        Ok((work, known))
+        Ok(CacheLookup {
+            keys: hashes,
+            known,
+            work,
+        })
     }
 
     /// A segment's vector pooled from its turns' chunks: their mean weighted by chunk length in

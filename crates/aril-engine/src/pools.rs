@@ -83,8 +83,8 @@ impl<'a> EmbedPools<'a> {
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?,
             _ => {
-                let (work, _) = engine.cache_misses(&self.texts(engine, i), &ahead.embeddings)?;
-                work.run()?
+                let lookup = engine.cache_misses(&self.texts(engine, i), &ahead.embeddings)?;
+                lookup.work.run()?
             }
         };
         self.next = i + 1;
@@ -102,7 +102,9 @@ impl<'a> EmbedPools<'a> {
                     .filter(|e| committed_before.contains(&e.text_hash))
                     .cloned(),
             );
-            let (work, _) = engine.cache_misses(&self.texts(engine, i + 1), &pending)?;
+            let work = engine
+                .cache_misses(&self.texts(engine, i + 1), &pending)?
+                .work;
             self.ahead = Some((i + 1, std::thread::spawn(move || work.run())));
         }
         let mut prepared = fresh;

@@ -444,9 +444,15 @@ pub(crate) fn describe_open(rec: &OpenSegmentRecord) -> String {
 /// in store order: `limit` of them after the first `offset`. The condition appears twice, so a
 /// positional binding gives its arguments twice.
 pub(crate) fn segment_page(clause: &str, offset: u64, limit: u64) -> String {
+    let page = seq_page(offset, limit);
+    format!("{clause} AND seq IN (SELECT seq FROM segments WHERE {clause} {page})")
+}
+
+/// The SQL tail of a page in store order: `limit` rows after the first `offset` (both within
+/// what SQL's signed 64-bit bounds take), the same for both backends.
+pub(crate) fn seq_page(offset: u64, limit: u64) -> String {
     format!(
-        "{clause} AND seq IN (SELECT seq FROM segments WHERE {clause} ORDER BY seq \
-         LIMIT {} OFFSET {})",
+        "ORDER BY seq LIMIT {} OFFSET {}",
         limit.min(i64::MAX as u64),
         offset.min(i64::MAX as u64)
     )

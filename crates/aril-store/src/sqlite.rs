@@ -971,11 +971,8 @@ impl Store for SqliteStore {
             params_from_iter(&args),
             |r| r.get(0),
         )?;
-        let mut stmt = conn.prepare(&format!(
-            "SELECT id FROM turns WHERE {clause} ORDER BY seq LIMIT {} OFFSET {}",
-            limit.min(i64::MAX as u64),
-            offset.min(i64::MAX as u64)
-        ))?;
+        let page = crate::seq_page(offset, limit);
+        let mut stmt = conn.prepare(&format!("SELECT id FROM turns WHERE {clause} {page}"))?;
         let ids = stmt
             .query_map(params_from_iter(&args), |r| {
                 r.get::<_, String>(0).map(TurnId)

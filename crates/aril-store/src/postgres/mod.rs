@@ -1195,12 +1195,9 @@ impl Store for PgStore {
         let total: i64 = client
             .query_one(&format!("SELECT COUNT(*) FROM turns WHERE {clause}"), &args)?
             .get(0);
+        let page = crate::seq_page(offset, limit);
         let rows = client.query(
-            &format!(
-                "SELECT id FROM turns WHERE {clause} ORDER BY seq LIMIT {} OFFSET {}",
-                limit.min(i64::MAX as u64),
-                offset.min(i64::MAX as u64)
-            ),
+            &format!("SELECT id FROM turns WHERE {clause} {page}"),
             &args,
         )?;
         Ok((
