@@ -23,6 +23,7 @@ mod lock;
 mod memory;
 mod metered;
 mod pools;
+mod records;
 mod transfer;
 
 use std::collections::HashMap;
@@ -67,6 +68,7 @@ pub use input::{TurnDefaults, TurnIn, parse_expiry, parse_lifecycle, parse_time}
 pub use keys::{Grant, KeyRing};
 pub use memory::{MemoryEdit, MemoryView};
 pub use metered::CallCost;
+pub use records::{Access, Deletion, HistoryEntry, MemoryRecord};
 
 /// Where the lexical index lives inside a data directory.
 const LEXICAL_DIR: &str = "lexical";

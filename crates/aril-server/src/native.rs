@@ -3,8 +3,8 @@
 //! not a silently ignored option.
 
 use aril_engine::{
-    DeleteReport, Grant, IngestOptions, IngestReport, Scope, SearchRequest, SearchResponse,
-    TurnDefaults, TurnIn, parse_time,
+    DeleteReport, Grant, IngestOptions, IngestReport, Profile, Scope, SearchRequest,
+    SearchResponse, TurnDefaults, TurnIn, parse_time,
 };
 use std::collections::HashSet;
 
@@ -31,6 +31,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(append_turns, list_turns))
         .routes(routes!(search))
         .routes(routes!(list_segments))
+        .routes(routes!(profile))
         .routes(routes!(delete_scope))
         .routes(routes!(stats))
 }
@@ -333,6 +334,24 @@ async fn list_segments(
         .read(move |engine| engine.segments(&filter, p.offset, limit))
         .await?;
     Ok(axum::Json(SegmentPage { total, segments }))
+}
+
+/// The scope's stable preferences and traits, newest first (from cards: empty until an encoder
+/// has written some).
+#[utoipa::path(get, path = "/v1/profile", tag = TAG, params(ScopeParams),
+    security(("token" = [])), responses(
+    (status = 200, body = Object),
+    (status = "4XX", body = ErrorBody)
+))]
+async fn profile(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiQuery(p): ApiQuery<ScopeParams>,
+) -> Result<axum::Json<Profile>, ApiError> {
+    let filter = caller.filter(p.user_id, p.agent_id, p.run_id)?;
+    Ok(axum::Json(
+        state.read(move |engine| engine.profile(&filter)).await?,
+    ))
 }
 
 /// Deletes a scope: its turns, segments, index entries and cached vectors, from every file.

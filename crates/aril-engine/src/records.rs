@@ -1,0 +1,330 @@
+//! Memories as clients read them (the Mem0 shape that `aril serve`, MCP and the Python package
+//! all return): one record per memory, whether the memory is a turn and its later versions, or a
+//! card and the cards that superseded it (ids `c_…`). Reading, updating, deleting and tracing a
+//! memory by id goes through here, so every adapter answers the same.
+//!
+//! Every call takes who may see what (`access`, true for a user id the caller may read): a memory
+//! of another user is reported as missing, not as forbidden, so its existence does not leak.
+
+use aril_core::{Card, CardId, METADATA_RESERVED_KEY, Metadata, Role, ScopeFilter, Turn, TurnId};
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::{CardMemory, DeleteReport, Engine, EngineError, MemoryEdit, MemoryView};
+
+/// Who may see a memory: true for the user ids the caller may read.
+pub type Access<'a> = &'a dyn Fn(&str) -> bool;
+
+/// A memory as it stands now.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema), schema(as = Memory))]
+pub struct MemoryRecord {
+    /// The memory's id: its first version's turn id (or card id).
+    pub id: String,
+    /// Its current text.
+    pub memory: String,
+    pub user_id: String,
+    pub agent_id: Option<String>,
+    pub run_id: Option<String>,
+    /// Who said it (a turn memory); none for a card, which may draw on several turns.
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub role: Option<Role>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub metadata: Option<Value>,
+    pub categories: Vec<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub score: Option<f32>,
+}
+
+impl MemoryRecord {
+    /// A turn memory's record.
+    pub fn from_view(v: MemoryView) -> Self {
+        let t = v.current;
+        Self {
+            id: v.id.0,
+            created_at: v.created,
+            updated_at: t.ingest_time,
+            memory: t.turn.text,
+            user_id: t.turn.scope.user_id,
+            agent_id: t.turn.scope.agent_id,
+            run_id: t.turn.scope.run_id,
+            role: Some(t.turn.role),
+            metadata: t.turn.metadata.map(Value::from),
+            categories: Vec::new(),
+            score: None,
+        }
+    }
+
+    /// A card memory as it stands now: its newest card's text and topics, dated by the turns
+    /// its first and newest cards came from. Its metadata is what clients attached to the turns
+    /// the newest card came from (merged), with aril's details of the card (kind, entities,
+    /// topics, time, source turns, card id) under the reserved key `aril`.
+    fn from_cards(engine: &Engine, memory: &CardMemory) -> Result<Option<Self>, EngineError> {
+        let (Some(first), Some(card)) = (memory.versions.first(), memory.current()) else {
+            return Ok(None);
+        };
+        let sources = engine.turns(&card.source_turns)?;
+        let mut metadata =
+            Metadata::merged(sources.iter().filter_map(|t| t.turn.metadata.as_ref()))
+                .map(|m| m.as_map().clone())
+                .unwrap_or_default();
+        metadata.insert(
+            METADATA_RESERVED_KEY.into(),
+            serde_json::json!({
+                "type": card.kind,
+                "entities": card.entities,
+                "topics": card.topics,
+                "time": card.time,
+                "source_turns": card.source_turns,
+                "card_id": card.id,
+            }),
+        );
+        Ok(Some(Self {
+            id: memory.id.0.clone(),
+            memory: card.text.clone(),
+            user_id: card.scope.user_id.clone(),
+            agent_id: card.scope.agent_id.clone(),
+            run_id: card.scope.run_id.clone(),
+            role: None,
+            metadata: Some(Value::Object(metadata)),
+            categories: card.topics.clone(),
+            created_at: said_at(engine, first)?,
+            updated_at: latest(&sources),
+            score: None,
+        }))
+    }
+}
+
+/// One version in a memory's history (the shape of Mem0's history entries).
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct HistoryEntry {
+    /// The version's own turn id (or card id).
+    pub id: String,
+    pub memory_id: String,
+    /// From 1.
+    pub version: u32,
+    pub old_memory: Option<String>,
+    pub new_memory: String,
+    /// `ADD` for the first version, `UPDATE` for the others.
+    pub event: &'static str,
+    pub user_id: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub role: Option<Role>,
+    /// What the version carried (a turn memory's; none for a card's).
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub metadata: Option<Metadata>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub is_deleted: bool,
+}
+
+/// What deleting one memory removed: a turn memory's turns (and what they left behind), or a
+/// card memory's cards.
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum Deletion {
+    Turns(DeleteReport),
+    Cards { cards: u64 },
+}
+
+impl Deletion {
+    /// The memory's versions that were removed.
+    pub fn versions(&self) -> u64 {
+        match self {
+            Deletion::Turns(report) => report.turns,
+            Deletion::Cards { cards } => *cards,
+        }
+    }
+}
+
+/// When the newest turn a card came from was said (else stored); now when none is left.
+fn said_at(engine: &Engine, card: &Card) -> Result<DateTime<Utc>, EngineError> {
+    Ok(latest(&engine.turns(&card.source_turns)?))
+}
+
+/// When the newest of these turns was said (else stored); now when there is none.
+fn latest(turns: &[Turn]) -> DateTime<Utc> {
+    turns
+        .iter()
+        .map(|t| t.turn.event_time.unwrap_or(t.ingest_time))
+        .max()
+        .unwrap_or_else(Utc::now)
+}
+
+/// Card memory ids are card ids (`c_…`); every other id is a turn memory's.
+fn is_card(id: &str) -> bool {
+    id.starts_with("c_")
+}
+
+/// The memory view of a turn memory's versions (first to newest).
+fn view(versions: Vec<Turn>) -> Option<MemoryView> {
+    let first = versions.first()?;
+    let (id, created) = (
+        first.id.clone(),
+        first.turn.event_time.unwrap_or(first.ingest_time),
+    );
+    versions.into_iter().last().map(|current| MemoryView {
+        id,
+        current,
+        created,
+    })
+}
+
+impl Engine {
+    /// The card memory with this id (any of its versions' ids), if the caller may see it.
+    fn card_versions(&self, id: &str, access: Access) -> Result<CardMemory, EngineError> {
+        self.card_memory(&CardId(id.to_string()))?
+            .filter(|m| m.versions.first().is_some_and(|c| access(&c.scope.user_id)))
+            .ok_or_else(|| EngineError::UnknownMemory(id.to_string()))
+    }
+
+    /// A turn memory's versions, first to newest, if the caller may see it.
+    fn turn_versions(&self, id: &str, access: Access) -> Result<Vec<Turn>, EngineError> {
+        self.memory(&TurnId(id.to_string()))?
+            .filter(|v| v.first().is_some_and(|t| access(&t.turn.scope.user_id)))
+            .ok_or_else(|| EngineError::UnknownMemory(id.to_string()))
+    }
+
+    /// One memory by id, as it stands now.
+    pub fn record(&self, id: &str, access: Access) -> Result<MemoryRecord, EngineError> {
+        let found = if is_card(id) {
+            MemoryRecord::from_cards(self, &self.card_versions(id, access)?)?
+        } else {
+            view(self.turn_versions(id, access)?).map(MemoryRecord::from_view)
+        };
+        found.ok_or_else(|| EngineError::UnknownMemory(id.to_string()))
+    }
+
+    /// A page of a scope's memories as they stand now, oldest first, and how many it has.
+    pub fn record_page(
+        &self,
+        filter: &ScopeFilter,
+        offset: u64,
+        limit: u64,
+    ) -> Result<(Vec<MemoryRecord>, u64), EngineError> {
+        let (turns, total) = self.list_memories(filter, offset, limit)?;
+        let records = self.memory_views(turns)?;
+        Ok((
+            records.into_iter().map(MemoryRecord::from_view).collect(),
+            total,
+        ))
+    }
+
+    /// Writes the memory's next version; returns the memory as it now stands. A card memory
+    /// takes new text only: its metadata is that of the turns it was written from.
+    pub fn update_record(
+        &mut self,
+        id: &str,
+        edit: &MemoryEdit,
+        access: Access,
+    ) -> Result<MemoryRecord, EngineError> {
+        if !is_card(id) {
+            let mut all = self.turn_versions(id, access)?;
+            all.push(self.update_memory(&TurnId(id.to_string()), edit)?);
+            return view(all)
+                .map(MemoryRecord::from_view)
+                .ok_or_else(|| EngineError::UnknownMemory(id.to_string()));
+        }
+        if edit.metadata.is_some() {
+            return Err(aril_core::InvalidInput(
+                "a card memory's metadata is that of the turns it was written from: update those \
+                 turns' memories, or send only the text"
+                    .into(),
+            )
+            .into());
+        }
+        let memory = self.card_versions(id, access)?;
+        let sources = memory.current().map(|c| c.source_turns.clone());
+        if self
+            .turns(&sources.unwrap_or_default())?
+            .iter()
+            .any(|t| t.turn.lifecycle.immutable)
+        {
+            return Err(EngineError::ImmutableMemory(id.to_string()));
+        }
+        let Some(text) = edit.text.as_deref() else {
+            return Err(aril_core::InvalidInput(
+                "an update of a card memory needs the new text".into(),
+            )
+            .into());
+        };
+        let memory = self.update_card_memory(&memory.id, text)?;
+        MemoryRecord::from_cards(self, &memory)?
+            .ok_or_else(|| EngineError::UnknownMemory(id.to_string()))
+    }
+
+    /// Deletes a memory with every version, from every file.
+    pub fn delete_record(&mut self, id: &str, access: Access) -> Result<Deletion, EngineError> {
+        if is_card(id) {
+            let memory = self.card_versions(id, access)?;
+            let cards = self.delete_card_memory(&memory.id)?;
+            return Ok(Deletion::Cards { cards });
+        }
+        self.turn_versions(id, access)?;
+        Ok(Deletion::Turns(
+            self.delete_memory(&TurnId(id.to_string()))?,
+        ))
+    }
+
+    /// Every version of a memory, first to newest.
+    pub fn record_history(
+        &self,
+        id: &str,
+        access: Access,
+    ) -> Result<Vec<HistoryEntry>, EngineError> {
+        if is_card(id) {
+            return self.card_history(&self.card_versions(id, access)?);
+        }
+        let all = self.turn_versions(id, access)?;
+        let memory_id = all.first().map(|t| t.id.0.clone()).unwrap_or_default();
+        let mut previous: Option<String> = None;
+        Ok(all
+            .into_iter()
+            .zip(1..)
+            .map(|(t, version)| HistoryEntry {
+                id: t.id.0,
+                memory_id: memory_id.clone(),
+                version,
+                old_memory: previous.replace(t.turn.text.clone()),
+                new_memory: t.turn.text,
+                event: if version == 1 { "ADD" } else { "UPDATE" },
+                user_id: t.turn.scope.user_id,
+                role: Some(t.turn.role),
+                metadata: t.turn.metadata,
+                created_at: t.turn.event_time.unwrap_or(t.ingest_time),
+                updated_at: t.ingest_time,
+                is_deleted: false,
+            })
+            .collect())
+    }
+
+    /// Every card of a card memory, first to newest, as history entries.
+    fn card_history(&self, memory: &CardMemory) -> Result<Vec<HistoryEntry>, EngineError> {
+        let mut previous: Option<String> = None;
+        let mut entries = Vec::with_capacity(memory.versions.len());
+        for (card, version) in memory.versions.iter().zip(1..) {
+            let at = said_at(self, card)?;
+            entries.push(HistoryEntry {
+                id: card.id.0.clone(),
+                memory_id: memory.id.0.clone(),
+                version,
+                old_memory: previous.replace(card.text.clone()),
+                new_memory: card.text.clone(),
+                event: if version == 1 { "ADD" } else { "UPDATE" },
+                user_id: card.scope.user_id.clone(),
+                role: None,
+                metadata: None,
+                created_at: at,
+                updated_at: at,
+                is_deleted: false,
+            });
+        }
+        Ok(entries)
+    }
+}
