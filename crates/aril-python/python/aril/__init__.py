@@ -1,0 +1,40 @@
+"""aril: long-term memory for LLM agents.
+
+``Memory`` runs aril's engine in this process over one data directory (or a PostgreSQL store);
+``AsyncMemory`` is the same with coroutines; ``Client`` is the same against ``aril serve``. Every
+error is an ``ArilError`` whose message says what to fix.
+"""
+
+from ._async import AsyncMemory
+from ._client import Client
+from ._memory import KEEP, Memory
+from ._native import (
+    ArilError,
+    BusyError,
+    ImmutableError,
+    InvalidInputError,
+    NotFoundError,
+    __version__,
+)
+from ._types import Added, HistoryEntry, Hit, MemoryItem, Page, SearchResult, Segment, Source
+
+__all__ = [
+    "Added",
+    "ArilError",
+    "AsyncMemory",
+    "BusyError",
+    "Client",
+    "HistoryEntry",
+    "Hit",
+    "ImmutableError",
+    "InvalidInputError",
+    "KEEP",
+    "Memory",
+    "MemoryItem",
+    "NotFoundError",
+    "Page",
+    "SearchResult",
+    "Segment",
+    "Source",
+    "__version__",
+]

@@ -1,0 +1,401 @@
+//! The native module of the Python package (`aril._native`): an aril engine opened in process
+//! over one memory (a data directory, or a PostgreSQL store), no server. Each method takes plain
+//! arguments and returns JSON text, which the pure-Python layer (`python/aril/`) turns into typed
+//! objects; this module adds no behaviour of its own beyond the locking below.
+//!
+//! Engine work runs with the interpreter detached, so Python threads really run in parallel:
+//! reads (search, get, list, stats) share the engine, writes take it alone — the rule `aril
+//! serve` keeps — and a write of turns holds it alone only to segment and store them (the model's
+//! work and the indexing run beside reads).
+
+mod errors;
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::RwLock;
+use std::sync::atomic::AtomicBool;
+
+use aril_engine::{
+    Config, Engine as Inner, EngineError, IngestOptions, MemoryEdit, ScopeFilter, SearchRequest,
+    StoreAt, TurnDefaults, TurnId, TurnIn, parse_expiry, parse_time,
+};
+use pyo3::prelude::*;
+use serde::Serialize;
+
+use errors::{ArilError, BusyError, ImmutableError, InvalidInputError, NotFoundError, invalid};
+
+/// Every caller of the in-process engine may read every user: access control belongs to the
+/// process that opened the memory.
+fn everyone(_: &str) -> bool {
+    true
+}
+
+/// JSON text of a result (the Python layer reads it back).
+fn json<T: Serialize>(value: &T) -> PyResult<String> {
+    serde_json::to_string(value).map_err(|e| ArilError::new_err(format!("encoding a result: {e}")))
+}
+
+/// The scope a read or a deletion names.
+fn scope(
+    user_id: String,
+    agent_id: Option<String>,
+    run_id: Option<String>,
+) -> PyResult<ScopeFilter> {
+    if user_id.trim().is_empty() {
+        return Err(invalid("user_id must not be empty"));
+    }
+    Ok(ScopeFilter {
+        user_id,
+        agent_id,
+        run_id,
+    })
+}
+
+/// An aril memory opened in this process.
+#[pyclass(frozen, module = "aril._native")]
+struct Engine {
+    /// `None` once closed. Poisoned only by a panic inside a write (a bug): the store rolled that
+    /// write back, and the memory must be opened again to rebuild what is derived from it.
+    inner: RwLock<Option<Inner>>,
+}
+
+const CLOSED: &str = "this memory is closed: open it again with aril.Memory(path)";
+const POISONED: &str = "an earlier call failed inside aril (a bug; the store rolled its write \
+                        back): close this memory and open it again";
+
+impl Engine {
+    /// Runs `f` on the engine beside other reads, with the interpreter detached.
+    fn read<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&Inner) -> Result<T, EngineError> + Send,
+    ) -> PyResult<T> {
+        py.detach(|| {
+            let guard = self
+                .inner
+                .read()
+                .map_err(|_| ArilError::new_err(POISONED))?;
+            let engine = guard.as_ref().ok_or_else(|| ArilError::new_err(CLOSED))?;
+            f(engine).map_err(errors::to_py)
+        })
+    }
+
+    /// Runs `f` on the engine alone, with the interpreter detached.
+    fn write<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut Inner) -> Result<T, EngineError> + Send,
+    ) -> PyResult<T> {
+        py.detach(|| {
+            let mut guard = self
+                .inner
+                .write()
+                .map_err(|_| ArilError::new_err(POISONED))?;
+            let engine = guard.as_mut().ok_or_else(|| ArilError::new_err(CLOSED))?;
+            f(engine).map_err(errors::to_py)
+        })
+    }
+}
+
+/// What `add` answers.
+#[derive(Serialize)]
+struct Added {
+    ids: Vec<String>,
+    already_stored: Vec<bool>,
+    report: aril_engine::IngestReport,
+}
+
+/// A page of a list, with how many there are in all.
+#[derive(Serialize)]
+struct Page<T> {
+    total: u64,
+    items: Vec<T>,
+}
+
+#[pymethods]
+impl Engine {
+    /// Opens (creating if needed) the memory in the data directory `path`, or in the PostgreSQL
+    /// database `store` (a `postgres://` URL, migrated), with the configuration file's settings
+    /// given as JSON (the keys of `aril --config FILE`).
+    #[new]
+    #[pyo3(signature = (path, config_json=None, store=None))]
+    fn open(
+        py: Python<'_>,
+        path: PathBuf,
+        config_json: Option<String>,
+        store: Option<String>,
+    ) -> PyResult<Self> {
+        let config: Config = match config_json.as_deref() {
+            Some(text) => serde_json::from_str(text)
+                .map_err(|e| invalid(format!("invalid configuration: {e}")))?,
+            None => Config::default(),
+        };
+        if aril_engine::llm::Endpoint::from_env_and(aril_engine::llm::Role::Embedder, &config.llm)
+            .map_err(|e| invalid(e.to_string()))?
+            .is_some()
+        {
+            return Err(invalid(
+                "an embedding endpoint is configured (ARIL_LLM_EMBEDDER_* or [llm.embedder]); the \
+                 Python package embeds with the local model only: unset it, or use aril serve \
+                 with aril.Client",
+            ));
+        }
+        let at = match store.as_deref() {
+            None => StoreAt::Embedded,
+            Some(url) => StoreAt::postgres(url).ok_or_else(|| {
+                invalid(format!(
+                    "store {url:?} is not a postgres:// URL (a data directory is the path)"
+                ))
+            })?,
+        };
+        let engine = py
+            .detach(|| Inner::open_at(&path, &at, config, None))
+            .map_err(errors::to_py)?;
+        Ok(Self {
+            inner: RwLock::new(Some(engine)),
+        })
+    }
+
+    /// Stores turns given as a JSON list of turn objects (the fields of `POST /v1/turns`):
+    /// checked first (nothing is stored when one is bad), kept verbatim, embedded, segmented and
+    /// indexed before it returns. Re-sending a turn is safe (stable ids).
+    #[pyo3(signature = (turns_json, flush=false))]
+    fn add(&self, py: Python<'_>, turns_json: String, flush: bool) -> PyResult<String> {
+        let turns: Vec<TurnIn> = serde_json::from_str(&turns_json)
+            .map_err(|e| invalid(format!("invalid turns: {e}")))?;
+        if turns.is_empty() {
+            return Err(invalid("no messages given"));
+        }
+        let now = chrono::Utc::now();
+        let defaults = TurnDefaults::default();
+        let mut checked = Vec::with_capacity(turns.len());
+        for (i, t) in turns.into_iter().enumerate() {
+            checked.push(
+                t.into_turn(&defaults, now)
+                    .map_err(|e| invalid(format!("message {i}: {e}")))?,
+            );
+        }
+        let ids: Vec<TurnId> = checked.iter().map(|t| t.id()).collect();
+        let mut users: Vec<String> = checked.iter().map(|t| t.scope.user_id.clone()).collect();
+        users.sort_unstable();
+        users.dedup();
+        // The model's work beside other reads; only the commit holds the engine alone.
+        let ahead = self.read(py, |engine| engine.prepare(&checked))?;
+        let known = self.write(py, |engine| {
+            let known: HashSet<TurnId> = engine.turns(&ids)?.into_iter().map(|t| t.id).collect();
+            let report = engine.ingest_prepared(
+                checked,
+                &ahead,
+                &IngestOptions {
+                    flush,
+                    index_later: true,
+                },
+                &mut |_| {},
+                &AtomicBool::new(false),
+            )?;
+            Ok((known, report))
+        })?;
+        let (known, report) = known;
+        let users: Vec<&str> = users.iter().map(String::as_str).collect();
+        self.read(py, |engine| engine.index_committed(&users))?;
+        json(&Added {
+            already_stored: ids.iter().map(|id| known.contains(id)).collect(),
+            ids: ids.into_iter().map(|id| id.0).collect(),
+            report,
+        })
+    }
+
+    /// Recalls what is relevant to `query` inside a scope, within `k` units and `budget` o200k
+    /// tokens; `asked_at` (RFC 3339, default now) is when relative dates in it count from;
+    /// `sessions` ranks sessions, one result each.
+    #[pyo3(signature = (query, user_id, agent_id=None, run_id=None, k=None, budget=None, asked_at=None, sessions=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn search(
+        &self,
+        py: Python<'_>,
+        query: String,
+        user_id: String,
+        agent_id: Option<String>,
+        run_id: Option<String>,
+        k: Option<usize>,
+        budget: Option<usize>,
+        asked_at: Option<String>,
+        sessions: bool,
+    ) -> PyResult<String> {
+        if query.trim().is_empty() {
+            return Err(invalid("query must not be empty"));
+        }
+        if let Some(k) = k.filter(|k| !(1..=1000).contains(k)) {
+            return Err(invalid(format!("k must be between 1 and 1000, got {k}")));
+        }
+        let request = SearchRequest {
+            filter: scope(user_id, agent_id, run_id)?,
+            query,
+            k,
+            budget,
+            asked_at: Some(match asked_at.as_deref() {
+                Some(at) => parse_time(at).map_err(errors::to_py)?,
+                None => chrono::Utc::now(),
+            }),
+        };
+        let response = self.read(py, |engine| {
+            if sessions {
+                engine.search_sessions(&request)
+            } else {
+                engine.search(&request)
+            }
+        })?;
+        json(&response)
+    }
+
+    /// One memory by id, as it stands now.
+    fn get(&self, py: Python<'_>, id: String) -> PyResult<String> {
+        json(&self.read(py, |engine| engine.record(&id, &everyone))?)
+    }
+
+    /// A page of a scope's memories as they stand now, oldest first, with the total.
+    #[pyo3(signature = (user_id, agent_id=None, run_id=None, offset=0, limit=100))]
+    fn get_all(
+        &self,
+        py: Python<'_>,
+        user_id: String,
+        agent_id: Option<String>,
+        run_id: Option<String>,
+        offset: u64,
+        limit: u64,
+    ) -> PyResult<String> {
+        let filter = scope(user_id, agent_id, run_id)?;
+        let (items, total) = self.read(py, |engine| {
+            engine.record_page(&filter, offset, limit.clamp(1, 1000))
+        })?;
+        json(&Page { total, items })
+    }
+
+    /// Writes a memory's next version: new text and/or metadata (a JSON object replacing the
+    /// current one's) and/or expiry (`clear_expiry` removes it); `at` is when it changed.
+    #[pyo3(signature = (id, text=None, metadata_json=None, expires_at=None, clear_expiry=false, at=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn update(
+        &self,
+        py: Python<'_>,
+        id: String,
+        text: Option<String>,
+        metadata_json: Option<String>,
+        expires_at: Option<String>,
+        clear_expiry: bool,
+        at: Option<String>,
+    ) -> PyResult<String> {
+        let metadata = metadata_json
+            .map(|m| serde_json::from_str(&m).map_err(|e| invalid(format!("metadata: {e}"))))
+            .transpose()?;
+        let expires_at = match (expires_at, clear_expiry) {
+            (Some(_), true) => {
+                return Err(invalid("give expires_at or clear it, not both"));
+            }
+            (Some(at), false) => Some(Some(parse_expiry(&at).map_err(errors::to_py)?)),
+            (None, true) => Some(None),
+            (None, false) => None,
+        };
+        let edit = MemoryEdit {
+            text,
+            metadata,
+            expires_at,
+            at: at
+                .map(|a| parse_time(&a))
+                .transpose()
+                .map_err(errors::to_py)?,
+        };
+        json(&self.write(py, |engine| engine.update_record(&id, &edit, &everyone))?)
+    }
+
+    /// Deletes a memory with every version, from every file.
+    fn delete(&self, py: Python<'_>, id: String) -> PyResult<String> {
+        json(&self.write(py, |engine| engine.delete_record(&id, &everyone))?)
+    }
+
+    /// Deletes everything a scope holds, from every file.
+    #[pyo3(signature = (user_id, agent_id=None, run_id=None))]
+    fn delete_all(
+        &self,
+        py: Python<'_>,
+        user_id: String,
+        agent_id: Option<String>,
+        run_id: Option<String>,
+    ) -> PyResult<String> {
+        let filter = scope(user_id, agent_id, run_id)?;
+        json(&self.write(py, |engine| engine.delete(&filter))?)
+    }
+
+    /// Every version of a memory, first to newest.
+    fn history(&self, py: Python<'_>, id: String) -> PyResult<String> {
+        json(&self.read(py, |engine| engine.record_history(&id, &everyone))?)
+    }
+
+    /// A page of a scope's closed segments in store order, with the total.
+    #[pyo3(signature = (user_id, agent_id=None, run_id=None, offset=0, limit=100))]
+    fn segments(
+        &self,
+        py: Python<'_>,
+        user_id: String,
+        agent_id: Option<String>,
+        run_id: Option<String>,
+        offset: u64,
+        limit: u64,
+    ) -> PyResult<String> {
+        let filter = scope(user_id, agent_id, run_id)?;
+        let (items, total) = self.read(py, |engine| {
+            engine.segments(&filter, offset, limit.clamp(1, 1000))
+        })?;
+        json(&Page { total, items })
+    }
+
+    /// The scope's stable preferences and traits (from cards; empty without them).
+    #[pyo3(signature = (user_id, agent_id=None, run_id=None))]
+    fn profile(
+        &self,
+        py: Python<'_>,
+        user_id: String,
+        agent_id: Option<String>,
+        run_id: Option<String>,
+    ) -> PyResult<String> {
+        let filter = scope(user_id, agent_id, run_id)?;
+        json(&self.read(py, |engine| engine.profile(&filter))?)
+    }
+
+    /// Store and index counts, and every language-model call's tokens.
+    fn stats(&self, py: Python<'_>) -> PyResult<String> {
+        json(&self.read(py, Inner::stats)?)
+    }
+
+    /// Every user with stored turns.
+    fn users(&self, py: Python<'_>) -> PyResult<String> {
+        json(&self.read(py, Inner::users)?)
+    }
+
+    /// Closes the memory now (releasing the data directory for other processes); later calls
+    /// fail with an error that says so. Closing twice is harmless.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        py.detach(|| {
+            let mut guard = self
+                .inner
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            guard.take();
+        });
+        Ok(())
+    }
+}
+
+/// The module `aril._native`.
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add_class::<Engine>()?;
+    m.add("ArilError", py.get_type::<ArilError>())?;
+    m.add("InvalidInputError", py.get_type::<InvalidInputError>())?;
+    m.add("NotFoundError", py.get_type::<NotFoundError>())?;
+    m.add("ImmutableError", py.get_type::<ImmutableError>())?;
+    m.add("BusyError", py.get_type::<BusyError>())?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}
