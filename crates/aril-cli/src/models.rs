@@ -4,36 +4,20 @@
 use std::sync::Arc;
 
 use aril_engine::llm::{
-    ClientOptions, Endpoint, Ledger, LlmSettings, OpenAiClient, OpenAiEmbedder, RerankClient,
-    Reranker, Role,
+    ClientOptions, Endpoint, LlmSettings, OpenAiClient, OpenAiEmbedder, RerankClient, Reranker,
+    Role,
 };
 
 use crate::args::EncodeArgs;
 
 /// The client of a role, or `None` when no endpoint is configured for it.
 pub fn client(role: Role, settings: &LlmSettings) -> anyhow::Result<Option<OpenAiClient>> {
-    let Some(endpoint) = Endpoint::from_env_and(role, settings)? else {
-        return Ok(None);
-    };
-    Ok(Some(OpenAiClient::new(
-        endpoint,
-        ClientOptions::from_env()?,
-        Ledger::default(),
-    )?))
+    Ok(OpenAiClient::for_role(role, settings)?)
 }
 
 /// The client of a role that the command cannot do without.
 pub fn required(role: Role, settings: &LlmSettings) -> anyhow::Result<OpenAiClient> {
-    client(role, settings)?.ok_or_else(|| {
-        let r = role.as_str().to_ascii_uppercase();
-        anyhow::anyhow!(
-            "no {} model configured: set ARIL_LLM_BASE_URL (e.g. http://127.0.0.1:8080/v1) and \
-             ARIL_LLM_MODEL, or ARIL_LLM_{r}_BASE_URL and ARIL_LLM_{r}_MODEL (or base_url and \
-             model under [llm] or [llm.{}] in the --config file)",
-            role.as_str(),
-            role.as_str()
-        )
-    })
+    Ok(OpenAiClient::required(role, settings)?)
 }
 
 /// The encoder's bounds with the command's overrides checked.
@@ -52,13 +36,7 @@ pub fn encode_config(args: &EncodeArgs) -> anyhow::Result<aril_engine::EncodeCon
 
 /// The cross-encoder from `ARIL_LLM_RERANKER_*` or `[llm.reranker]`, if configured.
 pub fn reranker(settings: &LlmSettings) -> anyhow::Result<Option<Arc<dyn Reranker>>> {
-    let Some(endpoint) = Endpoint::from_env_and(Role::Reranker, settings)? else {
-        return Ok(None);
-    };
-    Ok(Some(Arc::new(RerankClient::new(
-        endpoint,
-        ClientOptions::from_env()?,
-    )?)))
+    Ok(RerankClient::from_settings(settings)?.map(|r| Arc::new(r) as Arc<dyn Reranker>))
 }
 
 /// o200k tokens per chunk sent to a remote embedder.

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::transport::{HttpReply, Transport, truncate};
-use crate::{CallRecord, ClientOptions, Endpoint, Ledger, LlmError, Purpose};
+use crate::{CallRecord, ClientOptions, Endpoint, Ledger, LlmError, LlmSettings, Purpose, Role};
 
 /// One chat message.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -123,6 +123,25 @@ struct Usage {
 }
 
 impl OpenAiClient {
+    /// The client of a role from the `ARIL_LLM_*` environment and the configuration's `[llm]`
+    /// table (see [`Endpoint::from_env_and`]), or `None` when no endpoint is configured for it.
+    pub fn for_role(role: Role, settings: &LlmSettings) -> Result<Option<Self>, LlmError> {
+        let Some(endpoint) = Endpoint::from_env_and(role, settings)? else {
+            return Ok(None);
+        };
+        Ok(Some(Self::new(
+            endpoint,
+            ClientOptions::from_env()?,
+            Ledger::default(),
+        )?))
+    }
+
+    /// As [`OpenAiClient::for_role`] for a role the caller cannot do without:
+    /// [`LlmError::NotConfigured`] says what to set.
+    pub fn required(role: Role, settings: &LlmSettings) -> Result<Self, LlmError> {
+        Self::for_role(role, settings)?.ok_or(LlmError::NotConfigured(role))
+    }
+
     pub fn new(
         endpoint: Endpoint,
         options: ClientOptions,

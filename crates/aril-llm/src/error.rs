@@ -28,6 +28,14 @@ pub enum LlmError {
     #[error("invalid LLM configuration: {0}")]
     Config(String),
     #[error(
+        "no {role} model configured: set ARIL_LLM_BASE_URL (e.g. http://127.0.0.1:8080/v1) and \
+         ARIL_LLM_MODEL, or ARIL_LLM_{upper}_BASE_URL and ARIL_LLM_{upper}_MODEL (or base_url and \
+         model under [llm] or [llm.{role}] in the configuration file)",
+        role = .0.as_str(),
+        upper = .0.as_str().to_ascii_uppercase()
+    )]
+    NotConfigured(crate::Role),
+    #[error(
         "the local model server {server} {status} before it was ready; its last lines:\n{last_lines}\n\
          If scripts/fetch-llm built it, run scripts/fetch-llm again: it smoke-checks the cached \
          build and rebuilds one that fails"

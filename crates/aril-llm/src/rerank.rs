@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::transport::Transport;
-use crate::{ClientOptions, Endpoint, LlmError};
+use crate::{ClientOptions, Endpoint, LlmError, LlmSettings, Role};
 
 /// Scores how well each document answers a query.
 pub trait Reranker: Send + Sync {
@@ -42,6 +42,14 @@ enum RerankReply {
 }
 
 impl RerankClient {
+    /// The cross-encoder from `ARIL_LLM_RERANKER_*` or `[llm.reranker]`, if one is configured.
+    pub fn from_settings(settings: &LlmSettings) -> Result<Option<Self>, LlmError> {
+        let Some(endpoint) = Endpoint::from_env_and(Role::Reranker, settings)? else {
+            return Ok(None);
+        };
+        Ok(Some(Self::new(endpoint, ClientOptions::from_env()?)?))
+    }
+
     pub fn new(endpoint: Endpoint, options: ClientOptions) -> Result<Self, LlmError> {
         Ok(Self {
             transport: Transport::new(endpoint.api_key.clone(), options)?,

@@ -12,12 +12,14 @@ mod errors;
 
 use std::collections::HashSet;
 use std::path::PathBuf;
-use std::sync::RwLock;
 use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, RwLock};
 
+use aril_engine::llm::{ChatModel, LlmError, OpenAiClient, Role};
 use aril_engine::{
-    Config, Engine as Inner, EngineError, IngestOptions, MemoryEdit, ScopeFilter, SearchRequest,
-    StoreAt, TurnDefaults, TurnId, TurnIn, parse_expiry, parse_time,
+    AskRequest, Config, ConsolidateOptions, Engine as Inner, EngineError, IngestOptions,
+    MemoryEdit, ScopeFilter, SearchRequest, StoreAt, TurnDefaults, TurnId, TurnIn, parse_expiry,
+    parse_time,
 };
 use pyo3::prelude::*;
 use serde::Serialize;
@@ -148,9 +150,12 @@ impl Engine {
                 ))
             })?,
         };
-        let engine = py
+        let reranker = aril_engine::llm::RerankClient::from_settings(&config.llm)
+            .map_err(|e| invalid(e.to_string()))?;
+        let mut engine = py
             .detach(|| Inner::open_at(&path, &at, config, None))
             .map_err(errors::to_py)?;
+        engine.set_reranker(reranker.map(|r| Arc::new(r) as Arc<dyn aril_engine::llm::Reranker>));
         Ok(Self {
             inner: RwLock::new(Some(engine)),
         })
@@ -360,6 +365,84 @@ impl Engine {
     ) -> PyResult<String> {
         let filter = scope(user_id, agent_id, run_id)?;
         json(&self.read(py, |engine| engine.profile(&filter))?)
+    }
+
+    /// Answers a question from the memory with the language models the `ARIL_LLM_*` environment
+    /// and the configuration's `[llm]` table name: one planner call (when a planner is
+    /// configured; else the question is searched as asked), multi-path recall over cards and
+    /// turns, one answer call. `context_only` stops before the answer (no answerer needed).
+    /// Every call's tokens are recorded (`stats`). Reads wait while it runs.
+    #[pyo3(signature = (question, user_id, agent_id=None, run_id=None, k=None, budget=None, asked_at=None, context_only=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn ask(
+        &self,
+        py: Python<'_>,
+        question: String,
+        user_id: String,
+        agent_id: Option<String>,
+        run_id: Option<String>,
+        k: Option<usize>,
+        budget: Option<usize>,
+        asked_at: Option<String>,
+        context_only: bool,
+    ) -> PyResult<String> {
+        let request = AskRequest {
+            filter: scope(user_id, agent_id, run_id)?,
+            question,
+            asked_at: Some(match asked_at.as_deref() {
+                Some(at) => parse_time(at).map_err(errors::to_py)?,
+                None => chrono::Utc::now(),
+            }),
+            k,
+            budget,
+            single_list: false,
+        };
+        let settings = self.read(py, |engine| Ok(engine.config().llm.clone()))?;
+        let llm = |e: LlmError| errors::to_py(e.into());
+        let planner = OpenAiClient::for_role(Role::Planner, &settings).map_err(llm)?;
+        let planner = planner.as_ref().map(|p| p as &dyn ChatModel);
+        if context_only {
+            return json(&self.write(py, |engine| engine.recall_planned(&request, planner))?);
+        }
+        let answerer = OpenAiClient::required(Role::Answerer, &settings).map_err(llm)?;
+        json(&self.write(py, |engine| engine.ask(&request, planner, &answerer))?)
+    }
+
+    /// Writes queued segments into cards with the encoder model (`ARIL_LLM_ENCODER_*`, else
+    /// `ARIL_LLM_*`): one call per segment, at most `limit` segments (default all), each reply
+    /// at most `max_tokens` tokens and `max_cards` cards. Reads wait while it runs.
+    #[pyo3(signature = (limit=None, retry_failed=false, max_cards=None, max_tokens=None))]
+    fn consolidate(
+        &self,
+        py: Python<'_>,
+        limit: Option<usize>,
+        retry_failed: bool,
+        max_cards: Option<usize>,
+        max_tokens: Option<u32>,
+    ) -> PyResult<String> {
+        let mut encode = aril_engine::EncodeConfig::default();
+        match max_cards {
+            Some(0) => return Err(invalid("max_cards must be at least 1")),
+            Some(n) => encode.max_cards = n,
+            None => {}
+        }
+        match max_tokens {
+            Some(n) if n < 64 => return Err(invalid("max_tokens must be at least 64")),
+            Some(n) => encode.max_tokens = n,
+            None => {}
+        }
+        let options = ConsolidateOptions {
+            limit: limit.unwrap_or(usize::MAX),
+            retry_failed,
+            encode,
+        };
+        let settings = self.read(py, |engine| Ok(engine.config().llm.clone()))?;
+        let model = OpenAiClient::required(Role::Encoder, &settings)
+            .map_err(|e| errors::to_py(e.into()))?;
+        let report = self.write(py, |engine| {
+            engine.consolidate(&model, &options, &mut |_| {}, &AtomicBool::new(false))
+        })?;
+        json(&report)
     }
 
     /// Store and index counts, and every language-model call's tokens.

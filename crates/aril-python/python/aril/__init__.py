@@ -16,10 +16,22 @@ from ._native import (
     NotFoundError,
     __version__,
 )
-from ._types import Added, HistoryEntry, Hit, MemoryItem, Page, SearchResult, Segment, Source
+from ._types import (
+    Added,
+    Answer,
+    HistoryEntry,
+    Hit,
+    MemoryItem,
+    Page,
+    Recalled,
+    SearchResult,
+    Segment,
+    Source,
+)
 
 __all__ = [
     "Added",
+    "Answer",
     "ArilError",
     "AsyncMemory",
     "BusyError",
@@ -33,6 +45,7 @@ __all__ = [
     "MemoryItem",
     "NotFoundError",
     "Page",
+    "Recalled",
     "SearchResult",
     "Segment",
     "Source",

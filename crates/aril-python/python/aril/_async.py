@@ -46,6 +46,8 @@ class AsyncMemory:
     history = _threaded(Memory.history)
     segments = _threaded(Memory.segments)
     profile = _threaded(Memory.profile)
+    ask = _threaded(Memory.ask)
+    consolidate = _threaded(Memory.consolidate)
     stats = _threaded(Memory.stats)
     users = _threaded(Memory.users)
 

@@ -2,7 +2,7 @@ from datetime import date, datetime
 from typing import Any, Dict, List, Mapping, Optional, Union
 
 from ._messages import Messages
-from ._types import Added, HistoryEntry, MemoryItem, Page, SearchResult, Segment
+from ._types import Added, Answer, HistoryEntry, MemoryItem, Page, SearchResult, Segment
 
 class AsyncMemory:
     """``aril.Memory`` with every method a coroutine: ``await memory.search(...)``."""
@@ -58,5 +58,25 @@ class AsyncMemory:
         self, *, user_id: str, agent_id: Optional[str] = None, run_id: Optional[str] = None, offset: int = 0, limit: int = 100
     ) -> Page[Segment]: ...
     async def profile(self, *, user_id: str, agent_id: Optional[str] = None, run_id: Optional[str] = None) -> Dict[str, Any]: ...
+    async def ask(
+        self,
+        question: str,
+        *,
+        user_id: str,
+        agent_id: Optional[str] = None,
+        run_id: Optional[str] = None,
+        k: Optional[int] = None,
+        budget: Optional[int] = None,
+        at: Union[str, datetime, None] = None,
+        context_only: bool = False,
+    ) -> Answer: ...
+    async def consolidate(
+        self,
+        *,
+        limit: Optional[int] = None,
+        retry_failed: bool = False,
+        max_cards: Optional[int] = None,
+        max_tokens: Optional[int] = None,
+    ) -> Dict[str, Any]: ...
     async def stats(self) -> Dict[str, Any]: ...
     async def users(self) -> List[str]: ...

@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Mapping, Optional, Union
 
 from . import _native
 from ._messages import Messages, expiry, rfc3339, to_turns
-from ._types import Added, HistoryEntry, MemoryItem, Page, SearchResult, Segment
+from ._types import Added, Answer, HistoryEntry, MemoryItem, Page, SearchResult, Segment
 
 #: Leaves a memory's expiry as it is (``update``'s default); ``None`` removes it.
 KEEP = object()
@@ -185,6 +185,40 @@ class Memory:
     ) -> Dict[str, Any]:
         """The user's stable ``preferences`` and ``traits`` (cards; empty until cards are written)."""
         return json.loads(self._engine.profile(user_id, agent_id, run_id))
+
+    def ask(
+        self,
+        question: str,
+        *,
+        user_id: str,
+        agent_id: Optional[str] = None,
+        run_id: Optional[str] = None,
+        k: Optional[int] = None,
+        budget: Optional[int] = None,
+        at: Union[str, datetime, None] = None,
+        context_only: bool = False,
+    ) -> Answer:
+        """Answers from the memory with the language models configured by the ``ARIL_LLM_*``
+        environment (or ``config["llm"]``): one planner call when a planner is configured, recall
+        over cards and turns, one answer call (none with ``context_only=True``). Other calls on
+        this memory wait while it runs."""
+        raw = self._engine.ask(
+            question, user_id, agent_id, run_id, k, budget, rfc3339(at, "at"), context_only
+        )
+        return Answer._from(json.loads(raw), question)
+
+    def consolidate(
+        self,
+        *,
+        limit: Optional[int] = None,
+        retry_failed: bool = False,
+        max_cards: Optional[int] = None,
+        max_tokens: Optional[int] = None,
+    ) -> Dict[str, Any]:
+        """Writes closed segments into typed cards with the configured encoder model (one call
+        per segment, at most ``limit``); returns ``segments_done``, ``segments_failed``,
+        ``cards_added``, ``failures`` and the calls' ``cost``. Other calls wait while it runs."""
+        return json.loads(self._engine.consolidate(limit, retry_failed, max_cards, max_tokens))
 
     def stats(self) -> Dict[str, Any]:
         """Counts of the memory (turns, segments, cards, bytes…) and every LLM call's tokens."""

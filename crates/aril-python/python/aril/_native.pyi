@@ -69,6 +69,24 @@ class Engine:
         limit: int = 100,
     ) -> str: ...
     def profile(self, user_id: str, agent_id: Optional[str] = None, run_id: Optional[str] = None) -> str: ...
+    def ask(
+        self,
+        question: str,
+        user_id: str,
+        agent_id: Optional[str] = None,
+        run_id: Optional[str] = None,
+        k: Optional[int] = None,
+        budget: Optional[int] = None,
+        asked_at: Optional[str] = None,
+        context_only: bool = False,
+    ) -> str: ...
+    def consolidate(
+        self,
+        limit: Optional[int] = None,
+        retry_failed: bool = False,
+        max_cards: Optional[int] = None,
+        max_tokens: Optional[int] = None,
+    ) -> str: ...
     def stats(self) -> str: ...
     def users(self) -> str: ...
     def close(self) -> None: ...

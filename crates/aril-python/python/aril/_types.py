@@ -230,3 +230,43 @@ class Added:
     @classmethod
     def _from(cls, d: Dict[str, Any]) -> "Added":
         return cls(list(d["ids"]), list(d["already_stored"]), dict(d.get("report") or {}))
+
+
+@dataclass(frozen=True)
+class Recalled:
+    """What planned recall found (``ask``): the plan, the chosen units and the context."""
+
+    #: The plan's paths (each a goal and a query), or the question itself without a planner.
+    plan: Dict[str, Any]
+    #: Set when the plan is the question itself: no planner configured, or its reply unusable.
+    plan_note: Optional[str]
+    #: Which cross-encoder reranked the paths, or why none did.
+    reranker: str
+    #: The chosen units, best first (kind, id, text, time, turns, source_turns, paths, score…).
+    items: List[Dict[str, Any]]
+    #: The context exactly as the answerer receives it (newest first).
+    context: str
+    context_tokens: int
+
+    @classmethod
+    def _from(cls, d: Dict[str, Any]) -> "Recalled":
+        return cls(d["plan"], d.get("plan_note"), d["reranker"], list(d["items"]), d["context"],
+                   d["context_tokens"])
+
+
+@dataclass(frozen=True)
+class Answer:
+    """An answer (``ask``) with the context it was given and what its LLM calls cost."""
+
+    question: str
+    #: The answer's text; empty when ``ask`` was called with ``context_only=True``.
+    text: str
+    recalled: Recalled
+    #: ``llm_calls``, ``prompt_tokens``, ``completion_tokens`` of this question's calls.
+    cost: Dict[str, Any]
+
+    @classmethod
+    def _from(cls, d: Dict[str, Any], question: str) -> "Answer":
+        if "recalled" not in d:  # context only: no answer call was made
+            return cls(question, "", Recalled._from(d), dict(d["cost"]))
+        return cls(d["question"], d["answer"], Recalled._from(d["recalled"]), dict(d["cost"]))

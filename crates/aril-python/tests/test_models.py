@@ -1,0 +1,74 @@
+"""ask and consolidate through the package with a real local model: llama.cpp's llama-server and
+SmolLM2 from the cache (scripts/fetch-llm). The 135M model's answers are not judged, only what
+aril does with them: calls made and recorded, cards stored, the context handed over."""
+
+import os
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+import aril
+
+CACHE = Path(os.environ.get("ARIL_CACHE", Path.home() / ".cache" / "aril"))
+
+
+@pytest.fixture(scope="module")
+def llm(tmp_path_factory):
+    server = Path(os.environ.get("ARIL_LLAMA_SERVER", CACHE / "llama-server" / "llama-server"))
+    model = Path(os.environ.get("ARIL_LLAMA_MODEL", CACHE / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"))
+    if not server.is_file() or not model.is_file():
+        pytest.fail(f"{server} or {model} missing: run scripts/fetch-llm")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = open(tmp_path_factory.mktemp("llm") / "server.log", "w")
+    process = subprocess.Popen(
+        [str(server), "--host", "127.0.0.1", "--port", str(port), "--threads", "2",
+         "--ctx-size", "4096", "--parallel", "1", "-m", str(model)],
+        stdout=subprocess.DEVNULL, stderr=log)
+    try:
+        for _ in range(600):
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                time.sleep(0.2)
+        else:
+            pytest.fail("llama-server did not become healthy in 2 minutes")
+        yield {"base_url": f"http://127.0.0.1:{port}/v1", "model": model.stem}
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def test_without_a_model_ask_says_what_to_set(memory, monkeypatch):
+    for var in ("ARIL_LLM_BASE_URL", "ARIL_LLM_ANSWERER_BASE_URL", "ARIL_LLM_PLANNER_BASE_URL"):
+        monkeypatch.delenv(var, raising=False)
+    memory.add("I adopted a beagle called Pimenta.", user_id="u")
+    with pytest.raises(aril.ArilError, match="ARIL_LLM_BASE_URL"):
+        memory.ask("What is my dog called?", user_id="u")
+    recalled = memory.ask("What is my dog called?", user_id="u", context_only=True)
+    assert recalled.text == "" and "Pimenta" in recalled.recalled.context
+    assert recalled.recalled.plan_note and recalled.cost["llm_calls"] == 0
+
+
+def test_consolidate_and_ask_with_the_local_model(tmp_path, llm):
+    config = {"llm": {"base_url": llm["base_url"], "model": llm["model"]}}
+    with aril.Memory(tmp_path / "memory", config) as memory:
+        memory.add([{"role": "user", "content": "I adopted a beagle called Pimenta from the shelter.", "at": "2024-03-01T10:00:00Z"},
+                    {"role": "user", "content": "She howls when I leave the flat.", "at": "2024-03-01T10:01:00Z"}],
+                   user_id="u", flush=True)
+        report = memory.consolidate(max_cards=1, max_tokens=400)
+        assert report["segments_done"] + report["segments_failed"] == 1
+        assert report["cost"]["llm_calls"] >= 1
+        answer = memory.ask("What is my dog called?", user_id="u", at="2024-03-10T00:00:00Z")
+        assert isinstance(answer, aril.Answer) and answer.text.strip()
+        assert answer.recalled.items and answer.recalled.reranker.startswith("none")
+        assert 2 <= answer.cost["llm_calls"] <= 3
+        purposes = sorted(u["purpose"] for u in memory.stats()["llm"])
+        assert purposes == ["answer", "encode", "plan"]
