@@ -205,10 +205,31 @@ pub struct Message {
     pub content: Value,
 }
 
+/// What `add` takes as its messages: a list of chat messages, or one string (a user message, as
+/// the `mem0ai` npm client sends `add("text", …)`).
+#[derive(Deserialize, ToSchema)]
+#[serde(untagged)]
+enum AddMessages {
+    Many(Vec<Message>),
+    One(String),
+}
+
+impl AddMessages {
+    fn into_list(self) -> Vec<Message> {
+        match self {
+            AddMessages::Many(list) => list,
+            AddMessages::One(text) => vec![Message {
+                role: "user".into(),
+                content: Value::String(text),
+            }],
+        }
+    }
+}
+
 /// Messages to keep, with their scope (top level or in `filters`) and Mem0's options.
 #[derive(Deserialize, ToSchema)]
 struct AddBody {
-    messages: Vec<Message>,
+    messages: AddMessages,
     filters: Option<Value>,
     /// Unix seconds, as Mem0 sends it.
     timestamp: Option<i64>,
@@ -277,7 +298,7 @@ async fn add(
         )?,
     };
     Ok(axum::Json(
-        add_messages(&state, &caller, filter, body.messages, options).await?,
+        add_messages(&state, &caller, filter, body.messages.into_list(), options).await?,
     ))
 }
 
