@@ -469,11 +469,41 @@ impl Engine {
     }
 }
 
+/// The stable id aril gives the message with this source id in this scope, conversation and
+/// session: the id of the memory it starts, known before (and whether or not) it is stored.
+#[pyfunction]
+#[pyo3(signature = (user_id, source_id, conversation=None, session=None, agent_id=None, run_id=None))]
+fn memory_id(
+    user_id: String,
+    source_id: String,
+    conversation: Option<String>,
+    session: Option<String>,
+    agent_id: Option<String>,
+    run_id: Option<String>,
+) -> PyResult<String> {
+    let turn = TurnIn {
+        user_id: Some(user_id),
+        agent_id,
+        run_id,
+        conversation,
+        session,
+        source_id: Some(source_id),
+        // The id of a turn with a source id depends on neither its text nor its time.
+        text: "-".into(),
+        ..TurnIn::default()
+    };
+    let turn = turn
+        .into_turn(&TurnDefaults::default(), chrono::Utc::now())
+        .map_err(errors::to_py)?;
+    Ok(turn.id().0)
+}
+
 /// The module `aril._native`.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add_class::<Engine>()?;
+    m.add_function(wrap_pyfunction!(memory_id, m)?)?;
     m.add("ArilError", py.get_type::<ArilError>())?;
     m.add("InvalidInputError", py.get_type::<InvalidInputError>())?;
     m.add("NotFoundError", py.get_type::<NotFoundError>())?;

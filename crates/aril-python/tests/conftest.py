@@ -1,9 +1,12 @@
-"""What the Python package's tests share: a fresh memory per test, and an `aril serve` with keys
-for the client tests (the binary from $ARIL_BIN, default the workspace's target/debug/aril)."""
+"""What the Python package's tests share: a fresh memory per test, an `aril serve` with keys for
+the client tests (the binary from $ARIL_BIN, default the workspace's target/debug/aril), and a
+real local chat model (llama-server + SmolLM2 from the cache, as scripts/fetch-llm leaves them)."""
 
 import os
 import socket
 import subprocess
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -51,6 +54,37 @@ def server(aril_bin, tmp_path_factory):
         line = process.stdout.readline()
         assert "serving on" in line, line
         yield f"http://127.0.0.1:{port}", keys
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+CACHE = Path(os.environ.get("ARIL_CACHE", Path.home() / ".cache" / "aril"))
+
+
+@pytest.fixture(scope="session")
+def llm(tmp_path_factory):
+    server = Path(os.environ.get("ARIL_LLAMA_SERVER", CACHE / "llama-server" / "llama-server"))
+    model = Path(os.environ.get("ARIL_LLAMA_MODEL", CACHE / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"))
+    if not server.is_file() or not model.is_file():
+        pytest.fail(f"{server} or {model} missing: run scripts/fetch-llm")
+    port = _free_port()
+    log = open(tmp_path_factory.mktemp("llm") / "server.log", "w")
+    process = subprocess.Popen(
+        [str(server), "--host", "127.0.0.1", "--port", str(port), "--threads", "2",
+         "--ctx-size", "4096", "--parallel", "1", "-m", str(model)],
+        stdout=subprocess.DEVNULL, stderr=log)
+    try:
+        for _ in range(600):
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                time.sleep(0.2)
+        else:
+            pytest.fail("llama-server did not become healthy in 2 minutes")
+        yield {"base_url": f"http://127.0.0.1:{port}/v1", "model": model.stem}
     finally:
         process.terminate()
         process.wait(timeout=30)

@@ -2,48 +2,9 @@
 SmolLM2 from the cache (scripts/fetch-llm). The 135M model's answers are not judged, only what
 aril does with them: calls made and recorded, cards stored, the context handed over."""
 
-import os
-import socket
-import subprocess
-import time
-import urllib.request
-from pathlib import Path
-
 import pytest
 
 import aril
-
-CACHE = Path(os.environ.get("ARIL_CACHE", Path.home() / ".cache" / "aril"))
-
-
-@pytest.fixture(scope="module")
-def llm(tmp_path_factory):
-    server = Path(os.environ.get("ARIL_LLAMA_SERVER", CACHE / "llama-server" / "llama-server"))
-    model = Path(os.environ.get("ARIL_LLAMA_MODEL", CACHE / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"))
-    if not server.is_file() or not model.is_file():
-        pytest.fail(f"{server} or {model} missing: run scripts/fetch-llm")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    log = open(tmp_path_factory.mktemp("llm") / "server.log", "w")
-    process = subprocess.Popen(
-        [str(server), "--host", "127.0.0.1", "--port", str(port), "--threads", "2",
-         "--ctx-size", "4096", "--parallel", "1", "-m", str(model)],
-        stdout=subprocess.DEVNULL, stderr=log)
-    try:
-        for _ in range(600):
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                time.sleep(0.2)
-        else:
-            pytest.fail("llama-server did not become healthy in 2 minutes")
-        yield {"base_url": f"http://127.0.0.1:{port}/v1", "model": model.stem}
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
 
 
 def test_without_a_model_ask_says_what_to_set(memory, monkeypatch):

@@ -15,6 +15,7 @@ from ._native import (
     InvalidInputError,
     NotFoundError,
     __version__,
+    memory_id,
 )
 from ._types import (
     Added,
@@ -50,4 +51,5 @@ __all__ = [
     "Segment",
     "Source",
     "__version__",
+    "memory_id",
 ]

@@ -12,7 +12,7 @@ Message = Union[str, Mapping[str, Any]]
 Messages = Union[str, Mapping[str, Any], Sequence[Message]]
 
 #: The keys a message may carry (OpenAI's chat message, plus aril's own).
-MESSAGE_KEYS = ("role", "content", "text", "name", "at", "session", "metadata")
+MESSAGE_KEYS = ("role", "content", "text", "name", "at", "session", "metadata", "source_id")
 ROLES = ("user", "assistant", "system", "tool")
 
 
@@ -105,6 +105,7 @@ def to_turns(
             ("conversation", conversation),
             ("session", m.get("session", session)),
             ("speaker", m.get("name")),
+            ("source_id", m.get("source_id")),
             ("at", rfc3339(m["at"], f"message {i}: at") if "at" in m else default_at),
             ("metadata", m.get("metadata", metadata)),
             ("expires_at", expires),

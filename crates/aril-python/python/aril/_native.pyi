@@ -20,6 +20,15 @@ class ImmutableError(ArilError):
 class BusyError(ArilError):
     """The data directory is open in another process: one process owns a data directory."""
 
+def memory_id(
+    user_id: str,
+    source_id: str,
+    conversation: Optional[str] = None,
+    session: Optional[str] = None,
+    agent_id: Optional[str] = None,
+    run_id: Optional[str] = None,
+) -> str: ...
+
 class Engine:
     def __init__(
         self,
