@@ -1,7 +1,6 @@
 //! `aril add`: one turn from the command line, or JSON lines from stdin. Every line is checked
 //! before anything is written.
 
-use std::io::BufRead;
 use std::sync::atomic::AtomicBool;
 
 use anyhow::{Context, bail};
@@ -75,18 +74,33 @@ fn read_lines(cmd: &AddCmd) -> anyhow::Result<Vec<NewTurn>> {
         metadata: metadata(cmd)?,
         lifecycle: lifecycle(cmd)?,
     };
+    turn_lines(std::io::stdin().lock(), &defaults, "stdin", false)
+}
+
+/// Turns from JSON lines (`TurnIn`, one per line; blank lines skipped), each checked and named
+/// by its line in errors. With `number_lines`, a line that names no `source_id` gets `line N`,
+/// so reading the same file again gives the same ids.
+pub fn turn_lines(
+    reader: impl std::io::BufRead,
+    defaults: &TurnDefaults,
+    what: &str,
+    number_lines: bool,
+) -> anyhow::Result<Vec<NewTurn>> {
     let mut turns = Vec::new();
-    for (n, line) in std::io::stdin().lock().lines().enumerate() {
+    for (n, line) in reader.lines().enumerate() {
         let n = n + 1;
-        let line = line.with_context(|| format!("stdin line {n}: not valid UTF-8 text"))?;
+        let line = line.with_context(|| format!("{what} line {n}: not valid UTF-8 text"))?;
         if line.trim().is_empty() {
             continue;
         }
-        let turn: TurnIn =
-            serde_json::from_str(&line).with_context(|| format!("stdin line {n}"))?;
+        let mut turn: TurnIn =
+            serde_json::from_str(&line).with_context(|| format!("{what} line {n}"))?;
+        if number_lines && turn.source_id.is_none() {
+            turn.source_id = Some(format!("line {n}"));
+        }
         turns.push(
-            turn.into_turn(&defaults, Utc::now())
-                .with_context(|| format!("stdin line {n}"))?,
+            turn.into_turn(defaults, Utc::now())
+                .with_context(|| format!("{what} line {n}"))?,
         );
     }
     Ok(turns)

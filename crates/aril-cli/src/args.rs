@@ -249,8 +249,18 @@ pub struct BenchCmd {
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ImportFormat {
+    /// A LoCoMo benchmark file (each conversation under its own user).
     Locomo,
+    /// A LongMemEval file (each question's haystack under its own user).
     Longmemeval,
+    /// ChatGPT's data export, `conversations.json` (the branch each conversation shows).
+    Chatgpt,
+    /// Claude.ai's data export, `conversations.json`.
+    Claude,
+    /// Claude Code's session files: one `.jsonl`, or a directory of them (~/.claude/projects).
+    ClaudeCode,
+    /// JSON lines of turns, `{"role", "content", "at", "session"}` (any field `aril add` takes).
+    Jsonl,
 }
 
 #[derive(Args, Debug)]
@@ -258,11 +268,21 @@ pub struct ImportCmd {
     /// The file's format.
     #[arg(value_enum)]
     pub format: ImportFormat,
-    /// The file, in the benchmark's official JSON format.
+    /// The file (for claude-code, a session file or a directory of them).
     pub file: PathBuf,
     /// LoCoMo only: import just this conversation (sample_id); repeatable.
     #[arg(long = "conversation")]
     pub conversations: Vec<String>,
+    /// Whose memory the chat exports and JSON lines go into (required for them; the benchmark
+    /// files name their own users).
+    #[arg(long = "user")]
+    pub user: Option<String>,
+    /// Narrows the scope to one agent of the user.
+    #[arg(long = "agent", requires = "user")]
+    pub agent: Option<String>,
+    /// Narrows the scope to one run of the user.
+    #[arg(long = "run", requires = "user")]
+    pub run: Option<String>,
 }
 
 /// The scope flags shared by commands.

@@ -1030,3 +1030,90 @@ fn an_expired_memory_is_swept_when_the_store_opens() {
     let found = ok(aril(d).args(["search", "--user", "u", "gate code"]));
     assert!(!found.contains("1234"), "{found}");
 }
+
+fn export_fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../aril-datasets/tests/fixtures")
+        .join(name)
+}
+
+#[test]
+fn chat_exports_import_once_into_the_named_user() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "chatgpt",
+            "chatgpt-conversations.json",
+            4,
+            "Where is Sam flying in June?",
+            "Lisbon",
+        ),
+        (
+            "claude",
+            "claude-conversations.json",
+            2,
+            "Which marathon?",
+            "Porto marathon",
+        ),
+        (
+            "claude-code",
+            "claude-code",
+            3,
+            "How do we round?",
+            "round half up",
+        ),
+        (
+            "jsonl",
+            "turns.jsonl",
+            3,
+            "Which seats do I like?",
+            "aisle seats",
+        ),
+    ];
+    for (format, file, turns, question, answer) in cases {
+        let import = |dir: &Path| {
+            let path = export_fixture(file);
+            let mut cmd = aril(dir);
+            cmd.args(["import", format])
+                .arg(&path)
+                .args(["--user", "sam"]);
+            ok(&mut cmd)
+        };
+        let first = import(dir.path());
+        assert!(
+            first.starts_with(&format!("{turns} turns added")),
+            "{format}: {first}"
+        );
+        let again = import(dir.path());
+        assert!(
+            again.starts_with(&format!("0 turns added, {turns} already stored")),
+            "{format}: {again}"
+        );
+        let mut search = aril(dir.path());
+        search.args(["search", "--user", "sam", "--k", "1", question]);
+        let found = ok(&mut search);
+        assert!(found.contains(answer), "{format}: {found}");
+    }
+    assert_eq!(count(dir.path(), "turns"), 12);
+
+    // Without a user, with a user for a benchmark file, or a file of another format: an error
+    // that says what to fix, and nothing stored.
+    let mut no_user = aril(dir.path());
+    no_user
+        .args(["import", "claude"])
+        .arg(export_fixture("claude-conversations.json"));
+    assert!(fails(&mut no_user).contains("--user is required"));
+    let mut user_for_benchmark = aril(dir.path());
+    user_for_benchmark
+        .args(["import", "locomo"])
+        .arg(shared("data/locomo/locomo_dev7.json"))
+        .args(["--user", "sam"]);
+    assert!(fails(&mut user_for_benchmark).contains("names its own users"));
+    let mut wrong = aril(dir.path());
+    wrong
+        .args(["import", "chatgpt"])
+        .arg(export_fixture("claude-conversations.json"))
+        .args(["--user", "kim"]);
+    assert!(fails(&mut wrong).contains("not a ChatGPT conversations.json file"));
+    assert_eq!(count(dir.path(), "turns"), 12);
+}

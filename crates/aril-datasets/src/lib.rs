@@ -4,6 +4,7 @@
 //! read them. Only the benchmark scorer reads gold, through its own types.
 
 mod error;
+pub mod exports;
 pub mod locomo;
 pub mod longmemeval;
 mod time;
