@@ -62,6 +62,19 @@ pub struct IngestReport {
 
 type ConversationKey = (String, String);
 
+/// What [`Engine::store_prepared`] stored.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Stored {
+    /// The stable id of every turn given, in order (also of those stored before).
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<String>))]
+    pub ids: Vec<TurnId>,
+    /// For each turn given, whether it was stored before (same stable id).
+    pub already_stored: Vec<bool>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub report: IngestReport,
+}
+
 /// Embeddings made for turns ahead of their write ([`Engine::prepare`]), by a reader: a server
 /// embeds a request's turns beside other requests and holds the engine alone only to commit them.
 #[derive(Debug, Clone, Default)]
@@ -106,6 +119,35 @@ impl Engine {
             .collect();
         Ok(Prepared {
             embeddings: self.embed_cached(&texts, &[])?.1,
+        })
+    }
+
+    /// The part of a client's write that holds the engine alone: stores turns whose model work a
+    /// reader did ahead ([`Engine::prepare`]), closing their conversations' open segments with
+    /// `flush`, and leaves their indexing to [`Engine::index_committed`], which runs beside
+    /// reads. Says which of the turns were stored before (same stable id).
+    pub fn store_prepared(
+        &mut self,
+        turns: Vec<NewTurn>,
+        ahead: &Prepared,
+        flush: bool,
+    ) -> Result<Stored, EngineError> {
+        let ids: Vec<TurnId> = turns.iter().map(NewTurn::id).collect();
+        let known = self.store.existing_turns(&ids)?;
+        let report = self.ingest_prepared(
+            turns,
+            ahead,
+            &IngestOptions {
+                flush,
+                index_later: true,
+            },
+            &mut |_| {},
+            &AtomicBool::new(false),
+        )?;
+        Ok(Stored {
+            already_stored: ids.iter().map(|id| known.contains(id)).collect(),
+            ids,
+            report,
         })
     }
 

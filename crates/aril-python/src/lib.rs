@@ -10,16 +10,14 @@
 
 mod errors;
 
-use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, RwLock};
 
 use aril_engine::llm::{ChatModel, LlmError, OpenAiClient, Role};
 use aril_engine::{
-    AskRequest, Config, ConsolidateOptions, Engine as Inner, EngineError, IngestOptions,
-    MemoryEdit, ScopeFilter, SearchRequest, StoreAt, TurnDefaults, TurnId, TurnIn, parse_expiry,
-    parse_time,
+    AskRequest, Config, ConsolidateOptions, Engine as Inner, EngineError, MemoryEdit, ScopeFilter,
+    SearchRequest, StoreAt, TurnDefaults, TurnIn, parse_expiry, parse_time,
 };
 use pyo3::prelude::*;
 use serde::Serialize;
@@ -82,6 +80,25 @@ impl Engine {
         })
     }
 
+    /// A page of a scope's list (`limit` after `offset`, at most 1,000) as JSON, with the total.
+    #[allow(clippy::too_many_arguments)]
+    fn page<T: Serialize + Send>(
+        &self,
+        py: Python<'_>,
+        user_id: String,
+        agent_id: Option<String>,
+        run_id: Option<String>,
+        offset: u64,
+        limit: u64,
+        list: impl FnOnce(&Inner, &ScopeFilter, u64, u64) -> Result<(Vec<T>, u64), EngineError> + Send,
+    ) -> PyResult<String> {
+        let filter = scope(user_id, agent_id, run_id)?;
+        let (items, total) = self.read(py, |engine| {
+            list(engine, &filter, offset, limit.clamp(1, 1000))
+        })?;
+        json(&Page { total, items })
+    }
+
     /// Runs `f` on the engine alone, with the interpreter detached.
     fn write<T: Send>(
         &self,
@@ -97,14 +114,6 @@ impl Engine {
             f(engine).map_err(errors::to_py)
         })
     }
-}
-
-/// What `add` answers.
-#[derive(Serialize)]
-struct Added {
-    ids: Vec<String>,
-    already_stored: Vec<bool>,
-    report: aril_engine::IngestReport,
 }
 
 /// A page of a list, with how many there are in all.
@@ -180,34 +189,15 @@ impl Engine {
                     .map_err(|e| invalid(format!("message {i}: {e}")))?,
             );
         }
-        let ids: Vec<TurnId> = checked.iter().map(|t| t.id()).collect();
         let mut users: Vec<String> = checked.iter().map(|t| t.scope.user_id.clone()).collect();
         users.sort_unstable();
         users.dedup();
         // The model's work beside other reads; only the commit holds the engine alone.
         let ahead = self.read(py, |engine| engine.prepare(&checked))?;
-        let known = self.write(py, |engine| {
-            let known: HashSet<TurnId> = engine.turns(&ids)?.into_iter().map(|t| t.id).collect();
-            let report = engine.ingest_prepared(
-                checked,
-                &ahead,
-                &IngestOptions {
-                    flush,
-                    index_later: true,
-                },
-                &mut |_| {},
-                &AtomicBool::new(false),
-            )?;
-            Ok((known, report))
-        })?;
-        let (known, report) = known;
+        let stored = self.write(py, |engine| engine.store_prepared(checked, &ahead, flush))?;
         let users: Vec<&str> = users.iter().map(String::as_str).collect();
         self.read(py, |engine| engine.index_committed(&users))?;
-        json(&Added {
-            already_stored: ids.iter().map(|id| known.contains(id)).collect(),
-            ids: ids.into_iter().map(|id| id.0).collect(),
-            report,
-        })
+        json(&stored)
     }
 
     /// Recalls what is relevant to `query` inside a scope, within `k` units and `budget` o200k
@@ -269,11 +259,15 @@ impl Engine {
         offset: u64,
         limit: u64,
     ) -> PyResult<String> {
-        let filter = scope(user_id, agent_id, run_id)?;
-        let (items, total) = self.read(py, |engine| {
-            engine.record_page(&filter, offset, limit.clamp(1, 1000))
-        })?;
-        json(&Page { total, items })
+        self.page(
+            py,
+            user_id,
+            agent_id,
+            run_id,
+            offset,
+            limit,
+            Inner::record_page,
+        )
     }
 
     /// Writes a memory's next version: new text and/or metadata (a JSON object replacing the
@@ -347,11 +341,15 @@ impl Engine {
         offset: u64,
         limit: u64,
     ) -> PyResult<String> {
-        let filter = scope(user_id, agent_id, run_id)?;
-        let (items, total) = self.read(py, |engine| {
-            engine.segments(&filter, offset, limit.clamp(1, 1000))
-        })?;
-        json(&Page { total, items })
+        self.page(
+            py,
+            user_id,
+            agent_id,
+            run_id,
+            offset,
+            limit,
+            Inner::segments,
+        )
     }
 
     /// The scope's stable preferences and traits (from cards; empty without them).

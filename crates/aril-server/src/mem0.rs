@@ -363,7 +363,7 @@ pub(crate) async fn add_messages(
         .iter()
         .zip(&appended.already_stored)
         .filter(|(_, known)| !**known)
-        .map(|(id, _)| TurnId(id.clone()))
+        .map(|(id, _)| id.clone())
         .collect();
     let turn_events = || {
         appended
@@ -372,7 +372,7 @@ pub(crate) async fn add_messages(
             .zip(&appended.already_stored)
             .zip(&texts)
             .map(|((id, known), memory)| AddEvent {
-                id: id.clone(),
+                id: id.0.clone(),
                 memory: memory.clone(),
                 event: if *known { "NONE" } else { "ADD" },
                 previous_memory: None,

@@ -2,13 +2,11 @@
 //! stats, and the health probes. Request bodies reject unknown fields, so a typo is an error and
 //! not a silently ignored option.
 
+use aril_core::{Segment, Turn};
 use aril_engine::{
-    DeleteReport, Grant, IngestOptions, IngestReport, Profile, Scope, SearchRequest,
-    SearchResponse, TurnDefaults, TurnIn, parse_time,
+    DeleteReport, Grant, Profile, Scope, SearchRequest, SearchResponse, Stored, TurnDefaults,
+    TurnIn, parse_time,
 };
-use std::collections::HashSet;
-
-use aril_core::{NewTurn, Segment, Turn, TurnId};
 use axum::extract::State;
 use chrono::Utc;
 use serde::{Deserialize, Serialize};
@@ -81,15 +79,8 @@ struct AppendTurns {
     flush: bool,
 }
 
-#[derive(Serialize, ToSchema)]
-pub(crate) struct Appended {
-    /// The stable id of every turn sent, in order (also for those already stored).
-    pub ids: Vec<String>,
-    /// For each turn sent, whether it was stored before this request (same stable id).
-    pub already_stored: Vec<bool>,
-    #[schema(value_type = Object)]
-    pub report: IngestReport,
-}
+/// What an append stored: every turn's id, whether it was stored before, and the ingest's counts.
+pub(crate) type Appended = Stored;
 
 /// Checks and stores turns for the caller; nothing is stored when one turn is bad.
 pub(crate) async fn store_turns(
@@ -116,8 +107,6 @@ pub(crate) async fn store_turns(
         }
         checked.push(turn);
     }
-    let ids: Vec<TurnId> = checked.iter().map(NewTurn::id).collect();
-    let asked = ids.clone();
     // The model's work beside other requests; only the commit holds the engine alone.
     let (checked, ahead) = state
         .read(move |engine| {
@@ -128,29 +117,12 @@ pub(crate) async fn store_turns(
     let mut users: Vec<String> = checked.iter().map(|t| t.scope.user_id.clone()).collect();
     users.sort_unstable();
     users.dedup();
-    let (known, report) = state
-        .run(move |engine| {
-            let known: HashSet<TurnId> = engine.turns(&asked)?.into_iter().map(|t| t.id).collect();
-            let report = engine.ingest_prepared(
-                checked,
-                &ahead,
-                &IngestOptions {
-                    flush,
-                    index_later: true,
-                },
-                &mut |_| {},
-                &std::sync::atomic::AtomicBool::new(false),
-            )?;
-            Ok((known, report))
-        })
+    let stored = state
+        .run(move |engine| engine.store_prepared(checked, &ahead, flush))
         .await?;
     // Stored durably; searchable once indexed, beside the searches of others.
     state.index(users).await?;
-    Ok(Appended {
-        already_stored: ids.iter().map(|id| known.contains(id)).collect(),
-        ids: ids.into_iter().map(|id| id.0).collect(),
-        report,
-    })
+    Ok(stored)
 }
 
 /// Appends turns (kept verbatim; embedded, segmented and indexed before the response). A batch is

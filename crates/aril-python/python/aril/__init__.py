@@ -7,7 +7,8 @@ error is an ``ArilError`` whose message says what to fix.
 
 from ._async import AsyncMemory
 from ._client import Client
-from ._memory import KEEP, Memory
+from ._api import KEEP
+from ._memory import Memory
 from ._native import (
     ArilError,
     BusyError,

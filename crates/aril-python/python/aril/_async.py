@@ -6,14 +6,21 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from typing import Any, Callable, Mapping, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Coroutine, Mapping, Optional, TypeVar
 
-from ._memory import KEEP, Memory
+from ._memory import Memory
+
+if TYPE_CHECKING:  # type checkers see each coroutine with its method's parameters
+    from typing import Concatenate, ParamSpec
+
+    P = ParamSpec("P")
 
 R = TypeVar("R")
 
 
-def _threaded(method: Callable[..., R]) -> Callable[..., Any]:
+def _threaded(
+    method: "Callable[Concatenate[Memory, P], R]",
+) -> "Callable[Concatenate[AsyncMemory, P], Coroutine[Any, Any, R]]":
     """The coroutine form of a ``Memory`` method, with its signature and docs."""
 
     @functools.wraps(method)
@@ -52,4 +59,4 @@ class AsyncMemory:
     users = _threaded(Memory.users)
 
 
-__all__ = ["AsyncMemory", "KEEP"]
+__all__ = ["AsyncMemory"]

@@ -8,13 +8,10 @@ import json
 import urllib.error
 import urllib.parse
 import urllib.request
-from datetime import date, datetime
-from typing import Any, Dict, List, Mapping, Optional, Union
+from typing import Any, List, Mapping, Optional, Tuple
 
 from . import _native
-from ._memory import KEEP, page_offset
-from ._messages import Messages, expiry, rfc3339, to_turns
-from ._types import Added, HistoryEntry, MemoryItem, Page, SearchResult, Segment
+from ._api import Api, Raw, Scope
 
 #: The exception for each of aril serve's error codes (others: ``ArilError``).
 _ERRORS = {
@@ -24,7 +21,7 @@ _ERRORS = {
 }
 
 
-class Client:
+class Client(Api):
     """An aril server at ``base_url`` (e.g. ``http://127.0.0.1:8420``), with an API key from
     ``aril keys create`` (``None`` for a server started with ``--no-auth``)."""
 
@@ -33,17 +30,10 @@ class Client:
         self.api_key = api_key
         self.timeout = timeout
 
-    def _call(
-        self,
-        method: str,
-        path: str,
-        body: Any = None,
-        query: Optional[Mapping[str, Any]] = None,
-    ) -> Any:
+    def _call(self, method: str, path: str, body: Any = None, query: Optional[Mapping[str, Any]] = None) -> Any:
         url = self.base_url + path
         if query:
-            params = {k: v for k, v in query.items() if v is not None}
-            url += "?" + urllib.parse.urlencode(params)
+            url += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})
         request = urllib.request.Request(url, method=method)
         data = None
         if body is not None:
@@ -66,145 +56,51 @@ class Client:
             raise _native.ArilError(f"cannot reach aril at {self.base_url}: {e.reason}") from None
 
     @staticmethod
-    def _id(memory_id: str) -> str:
-        return urllib.parse.quote(memory_id, safe="")
+    def _memory(memory_id: str, tail: str = "") -> str:
+        return f"/v1/memories/{urllib.parse.quote(memory_id, safe='')}/{tail}"
 
-    def add(
-        self,
-        messages: Messages,
-        *,
-        user_id: str,
-        agent_id: Optional[str] = None,
-        run_id: Optional[str] = None,
-        session: Optional[str] = None,
-        conversation: Optional[str] = None,
-        at: Union[str, datetime, None] = None,
-        metadata: Optional[Mapping[str, Any]] = None,
-        expires_at: Union[str, date, datetime, None] = None,
-        immutable: bool = False,
-        flush: bool = False,
-    ) -> Added:
-        """As ``Memory.add``."""
-        turns = to_turns(
-            messages,
-            user_id=user_id,
-            agent_id=agent_id,
-            run_id=run_id,
-            conversation=conversation,
-            session=session,
-            at=at,
-            metadata=metadata,
-            expires_at=expires_at,
-            immutable=immutable,
-        )
-        return Added._from(self._call("POST", "/v1/turns", {"turns": turns, "flush": flush}))
+    # -- the transport: aril serve's routes ------------------------------------------------------
 
-    def search(
-        self,
-        query: str,
-        *,
-        user_id: str,
-        agent_id: Optional[str] = None,
-        run_id: Optional[str] = None,
-        k: int = 10,
-        budget: Optional[int] = None,
-        at: Union[str, datetime, None] = None,
-        sessions: bool = False,
-    ) -> SearchResult:
-        """As ``Memory.search``."""
-        body = {
-            "query": query,
-            "user_id": user_id,
-            "agent_id": agent_id,
-            "run_id": run_id,
-            "k": k,
-            "budget": budget,
-            "asked_at": rfc3339(at, "at"),
-            "sessions": sessions,
-        }
-        body = {key: v for key, v in body.items() if v is not None}
-        return SearchResult._from(self._call("POST", "/v1/search", body))
+    def _add(self, turns: List[Raw], flush: bool) -> Raw:
+        return self._call("POST", "/v1/turns", {"turns": turns, "flush": flush})
 
-    def get(self, memory_id: str) -> MemoryItem:
-        """As ``Memory.get``."""
-        return MemoryItem._from(self._call("GET", f"/v1/memories/{self._id(memory_id)}/"))
+    def _search(self, request: Raw) -> Raw:
+        return self._call("POST", "/v1/search", {k: v for k, v in request.items() if v is not None})
 
-    def get_all(
-        self,
-        *,
-        user_id: str,
-        agent_id: Optional[str] = None,
-        run_id: Optional[str] = None,
-        page: int = 1,
-        page_size: int = 100,
-    ) -> Page[MemoryItem]:
-        """As ``Memory.get_all``."""
-        offset = page_offset(page, page_size)
-        query = {"user_id": user_id, "agent_id": agent_id, "run_id": run_id, "page": page, "page_size": page_size}
-        raw = self._call("GET", "/v1/memories/", query=query)
-        return Page([MemoryItem._from(m) for m in raw["results"]], raw["count"], offset)
+    def _get(self, memory_id: str) -> Raw:
+        return self._call("GET", self._memory(memory_id))
 
-    def update(
-        self,
-        memory_id: str,
-        text: Optional[str] = None,
-        *,
-        metadata: Optional[Mapping[str, Any]] = None,
-        expires_at: Any = KEEP,
-        at: Union[str, datetime, None] = None,
-    ) -> MemoryItem:
-        """As ``Memory.update``."""
-        body: Dict[str, Any] = {}
-        if text is not None:
-            body["text"] = text
-        if metadata is not None:
-            body["metadata"] = dict(metadata)
-        if expires_at is not KEEP:
-            body["expiration_date"] = None if expires_at is None else expiry(expires_at)
-        if at is not None:
-            body["timestamp"] = rfc3339(at, "at")
-        return MemoryItem._from(self._call("PUT", f"/v1/memories/{self._id(memory_id)}/", body))
+    def _get_all(self, scope: Scope, offset: int, limit: int) -> Tuple[List[Raw], int]:
+        raw = self._call("GET", "/v1/memories/", query={**scope, "page": offset // limit + 1, "page_size": limit})
+        return raw["results"], raw["count"]
 
-    def delete(self, memory_id: str) -> Dict[str, Any]:
-        """As ``Memory.delete`` (the server answers with a message)."""
-        return self._call("DELETE", f"/v1/memories/{self._id(memory_id)}/")
+    def _update(self, memory_id: str, edit: Raw) -> Raw:
+        body: Raw = {"text": edit["text"], "timestamp": edit["at"]}
+        if "metadata" in edit:
+            body["metadata"] = edit["metadata"]
+        if "expires_at" in edit:
+            body["expiration_date"] = edit["expires_at"]
+        body = {k: v for k, v in body.items() if v is not None or k == "expiration_date"}
+        return self._call("PUT", self._memory(memory_id), body)
 
-    def delete_all(
-        self, *, user_id: str, agent_id: Optional[str] = None, run_id: Optional[str] = None
-    ) -> Dict[str, Any]:
-        """As ``Memory.delete_all``."""
-        query = {"user_id": user_id, "agent_id": agent_id, "run_id": run_id}
-        return self._call("DELETE", "/v1/scopes", query=query)
+    def _delete(self, memory_id: str) -> Raw:
+        return self._call("DELETE", self._memory(memory_id))
 
-    def history(self, memory_id: str) -> List[HistoryEntry]:
-        """As ``Memory.history``."""
-        raw = self._call("GET", f"/v1/memories/{self._id(memory_id)}/history/")
-        return [HistoryEntry._from(e) for e in raw]
+    def _delete_all(self, scope: Scope) -> Raw:
+        return self._call("DELETE", "/v1/scopes", query=scope)
 
-    def segments(
-        self,
-        *,
-        user_id: str,
-        agent_id: Optional[str] = None,
-        run_id: Optional[str] = None,
-        offset: int = 0,
-        limit: int = 100,
-    ) -> Page[Segment]:
-        """As ``Memory.segments``."""
-        query = {"user_id": user_id, "agent_id": agent_id, "run_id": run_id, "offset": offset, "limit": limit}
-        raw = self._call("GET", "/v1/segments", query=query)
-        return Page([Segment._from(s) for s in raw["segments"]], raw["total"], offset)
+    def _history(self, memory_id: str) -> List[Raw]:
+        return self._call("GET", self._memory(memory_id, "history/"))
 
-    def profile(
-        self, *, user_id: str, agent_id: Optional[str] = None, run_id: Optional[str] = None
-    ) -> Dict[str, Any]:
-        """As ``Memory.profile``."""
-        return self._call("GET", "/v1/profile", query={"user_id": user_id, "agent_id": agent_id, "run_id": run_id})
+    def _segments(self, scope: Scope, offset: int, limit: int) -> Tuple[List[Raw], int]:
+        raw = self._call("GET", "/v1/segments", query={**scope, "offset": offset, "limit": limit})
+        return raw["segments"], raw["total"]
 
-    def stats(self) -> Dict[str, Any]:
-        """As ``Memory.stats`` (an admin key: the counts span every user)."""
+    def _profile(self, scope: Scope) -> Raw:
+        return self._call("GET", "/v1/profile", query=scope)
+
+    def _stats(self) -> Raw:
         return self._call("GET", "/v1/stats")
 
-    def users(self) -> List[str]:
-        """The users this key can see (every user for an admin key)."""
+    def _users(self) -> List[str]:
         return [e["name"] for e in self._call("GET", "/v1/entities/")["results"] if e["type"] == "user"]

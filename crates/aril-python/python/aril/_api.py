@@ -1,0 +1,180 @@
+"""The methods every front of aril offers (``Memory`` in process, ``Client`` over ``aril serve``),
+written once: each checks and shapes its arguments, asks the front's transport (the ``_``
+methods a front implements) and turns the answer into the typed results."""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+
+from ._messages import Messages, expiry, rfc3339, to_turns
+from ._native import InvalidInputError
+from ._types import Added, HistoryEntry, MemoryItem, Page, SearchResult, Segment
+
+#: Leaves a memory's expiry as it is (``update``'s default); ``None`` removes it.
+KEEP: Any = object()
+
+Scope = Dict[str, Optional[str]]
+Raw = Dict[str, Any]
+
+
+def _scope(user_id: str, agent_id: Optional[str], run_id: Optional[str]) -> Scope:
+    return {"user_id": user_id, "agent_id": agent_id, "run_id": run_id}
+
+
+class Api:
+    """What ``Memory`` and ``Client`` share; a front implements the transport below."""
+
+    # -- the transport a front implements (raw JSON values in aril's shapes) ------------------
+
+    def _add(self, turns: List[Raw], flush: bool) -> Raw: raise NotImplementedError
+    def _search(self, request: Raw) -> Raw: raise NotImplementedError
+    def _get(self, memory_id: str) -> Raw: raise NotImplementedError
+    def _get_all(self, scope: Scope, offset: int, limit: int) -> Tuple[List[Raw], int]: raise NotImplementedError
+    def _update(self, memory_id: str, edit: Raw) -> Raw: raise NotImplementedError
+    def _delete(self, memory_id: str) -> Raw: raise NotImplementedError
+    def _delete_all(self, scope: Scope) -> Raw: raise NotImplementedError
+    def _history(self, memory_id: str) -> List[Raw]: raise NotImplementedError
+    def _segments(self, scope: Scope, offset: int, limit: int) -> Tuple[List[Raw], int]: raise NotImplementedError
+    def _profile(self, scope: Scope) -> Raw: raise NotImplementedError
+    def _stats(self) -> Raw: raise NotImplementedError
+    def _users(self) -> List[str]: raise NotImplementedError
+
+    # -- the methods users call ----------------------------------------------------------------
+
+    def add(
+        self,
+        messages: Messages,
+        *,
+        user_id: str,
+        agent_id: Optional[str] = None,
+        run_id: Optional[str] = None,
+        session: Optional[str] = None,
+        conversation: Optional[str] = None,
+        at: Union[str, datetime, None] = None,
+        metadata: Optional[Mapping[str, Any]] = None,
+        expires_at: Union[str, date, datetime, None] = None,
+        immutable: bool = False,
+        flush: bool = False,
+    ) -> Added:
+        """Stores messages: a string (a user turn), one ``{"role", "content"}`` dict, or a list of
+        them (``name``, ``at``, ``session``, ``metadata``, ``source_id`` per message override the
+        arguments). Nothing is stored when one message is bad; re-sending the same messages is
+        safe. ``flush`` closes the conversation's open segment (the end of a thread)."""
+        turns = to_turns(
+            messages,
+            user_id=user_id,
+            agent_id=agent_id,
+            run_id=run_id,
+            conversation=conversation,
+            session=session,
+            at=at,
+            metadata=metadata,
+            expires_at=expires_at,
+            immutable=immutable,
+        )
+        return Added._from(self._add(turns, flush))
+
+    def search(
+        self,
+        query: str,
+        *,
+        user_id: str,
+        agent_id: Optional[str] = None,
+        run_id: Optional[str] = None,
+        k: int = 10,
+        budget: Optional[int] = None,
+        at: Union[str, datetime, None] = None,
+        sessions: bool = False,
+    ) -> SearchResult:
+        """Recalls what is relevant to ``query``: at most ``k`` hits and ``budget`` o200k tokens.
+        ``at`` is when the question is asked (default now): "last week" counts from it.
+        ``sessions=True`` ranks sessions instead, one hit each."""
+        request = {**_scope(user_id, agent_id, run_id), "query": query, "k": k, "budget": budget,
+                   "asked_at": rfc3339(at, "at"), "sessions": sessions}
+        return SearchResult._from(self._search(request))
+
+    def get(self, memory_id: str) -> MemoryItem:
+        """One memory as it stands now; ``NotFoundError`` when there is none."""
+        return MemoryItem._from(self._get(memory_id))
+
+    def get_all(
+        self,
+        *,
+        user_id: str,
+        agent_id: Optional[str] = None,
+        run_id: Optional[str] = None,
+        page: int = 1,
+        page_size: int = 100,
+    ) -> Page[MemoryItem]:
+        """A page of the scope's memories as they stand now, oldest first (1-based pages)."""
+        if page < 1 or not 1 <= page_size <= 1000:
+            raise InvalidInputError(
+                f"page starts at 1 and page_size is 1-1000, got page={page}, page_size={page_size}"
+            )
+        offset = (page - 1) * page_size
+        items, total = self._get_all(_scope(user_id, agent_id, run_id), offset, page_size)
+        return Page([MemoryItem._from(m) for m in items], total, offset)
+
+    def update(
+        self,
+        memory_id: str,
+        text: Optional[str] = None,
+        *,
+        metadata: Optional[Mapping[str, Any]] = None,
+        expires_at: Any = KEEP,
+        at: Union[str, datetime, None] = None,
+    ) -> MemoryItem:
+        """Writes a memory's next version (the old one stays in its history): new text, new
+        metadata (replacing the whole), a new expiry (``None`` removes it). ``ImmutableError``
+        for a memory added with ``immutable=True``."""
+        edit: Raw = {"text": text, "at": rfc3339(at, "at")}
+        if metadata is not None:
+            edit["metadata"] = dict(metadata)
+        if expires_at is not KEEP:
+            edit["expires_at"] = None if expires_at is None else expiry(expires_at)
+        return MemoryItem._from(self._update(memory_id, edit))
+
+    def delete(self, memory_id: str) -> Dict[str, Any]:
+        """Deletes a memory with every version, from every file; says what went."""
+        return self._delete(memory_id)
+
+    def delete_all(
+        self, *, user_id: str, agent_id: Optional[str] = None, run_id: Optional[str] = None
+    ) -> Dict[str, Any]:
+        """Deletes everything the scope holds, from every file; says what went."""
+        return self._delete_all(_scope(user_id, agent_id, run_id))
+
+    def history(self, memory_id: str) -> List[HistoryEntry]:
+        """Every version of a memory, first to newest."""
+        return [HistoryEntry._from(e) for e in self._history(memory_id)]
+
+    def segments(
+        self,
+        *,
+        user_id: str,
+        agent_id: Optional[str] = None,
+        run_id: Optional[str] = None,
+        offset: int = 0,
+        limit: int = 100,
+    ) -> Page[Segment]:
+        """A page of the scope's closed topic segments, in the order they were stored."""
+        if offset < 0 or not 1 <= limit <= 1000:
+            raise InvalidInputError(f"offset >= 0 and limit 1-1000, got {offset}, {limit}")
+        items, total = self._segments(_scope(user_id, agent_id, run_id), offset, limit)
+        return Page([Segment._from(s) for s in items], total, offset)
+
+    def profile(
+        self, *, user_id: str, agent_id: Optional[str] = None, run_id: Optional[str] = None
+    ) -> Dict[str, Any]:
+        """The user's stable ``preferences`` and ``traits`` (cards; empty until cards are written)."""
+        return self._profile(_scope(user_id, agent_id, run_id))
+
+    def stats(self) -> Dict[str, Any]:
+        """Counts of the memory (turns, segments, cards, bytes…) and every LLM call's tokens
+        (over ``aril serve``: an admin key's)."""
+        return self._stats()
+
+    def users(self) -> List[str]:
+        """Every user with stored turns (over ``aril serve``: those the key can see)."""
+        return self._users()
