@@ -35,6 +35,14 @@ fn json<T: Serialize>(value: &T) -> PyResult<String> {
     serde_json::to_string(value).map_err(|e| ArilError::new_err(format!("encoding a result: {e}")))
 }
 
+/// When a question is asked: the RFC 3339 time given, else now.
+fn asked(at: Option<&str>) -> PyResult<chrono::DateTime<chrono::Utc>> {
+    match at {
+        Some(at) => parse_time(at).map_err(errors::to_py),
+        None => Ok(chrono::Utc::now()),
+    }
+}
+
 /// The scope a read or a deletion names.
 fn scope(
     user_id: String,
@@ -228,10 +236,7 @@ impl Engine {
             query,
             k,
             budget,
-            asked_at: Some(match asked_at.as_deref() {
-                Some(at) => parse_time(at).map_err(errors::to_py)?,
-                None => chrono::Utc::now(),
-            }),
+            asked_at: Some(asked(asked_at.as_deref())?),
         };
         let response = self.read(py, |engine| {
             if sessions {
@@ -387,10 +392,7 @@ impl Engine {
         let request = AskRequest {
             filter: scope(user_id, agent_id, run_id)?,
             question,
-            asked_at: Some(match asked_at.as_deref() {
-                Some(at) => parse_time(at).map_err(errors::to_py)?,
-                None => chrono::Utc::now(),
-            }),
+            asked_at: Some(asked(asked_at.as_deref())?),
             k,
             budget,
             single_list: false,

@@ -614,18 +614,15 @@ pub(crate) async fn page_of(
     let offset = (page - 1)
         .checked_mul(size)
         .ok_or_else(|| ApiError::bad_request(format!("page {page} is out of range")))?;
-    let (views, count) = state
-        .read(move |engine| {
-            let (turns, count) = engine.list_memories(&filter, offset, size)?;
-            Ok((engine.memory_views(turns)?, count))
-        })
+    let (results, count) = state
+        .read(move |engine| engine.record_page(&filter, offset, size))
         .await?;
     Ok(Page {
         count,
         next: (page.saturating_mul(size) < count)
             .then(|| format!("?page={}&page_size={size}", page + 1)),
         previous: (page > 1).then(|| format!("?page={}&page_size={size}", page - 1)),
-        results: views.into_iter().map(Memory::from_view).collect(),
+        results,
     })
 }
 
