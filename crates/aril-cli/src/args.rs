@@ -73,6 +73,10 @@ pub enum Command {
     Bench(BenchCmd),
     /// Serve the native and Mem0-compatible HTTP API over the data directory.
     Serve(ServeCmd),
+    /// Serve an OpenAI-compatible chat endpoint in front of a model (and the whole HTTP API):
+    /// every chat completion gets recalled memory in its system prompt, and its exchange is
+    /// stored. Point any OpenAI SDK's base URL at it.
+    Proxy(ProxyCmd),
     /// Serve the memory tools over MCP on stdin/stdout (for Claude Desktop, Cursor and the like).
     Mcp,
     /// Manage API keys for `aril serve`.
@@ -149,6 +153,27 @@ pub struct ServeCmd {
     pub no_consolidate: bool,
     #[command(flatten)]
     pub encode: EncodeArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct ProxyCmd {
+    /// The model server's OpenAI base URL, e.g. `https://api.openai.com/v1` or
+    /// `http://127.0.0.1:8080/v1` (llama-server, vLLM, Ollama).
+    #[arg(long, env = "ARIL_UPSTREAM_URL")]
+    pub upstream: String,
+    /// The upstream's API key. Without it, a proxy without keys (--no-auth) forwards the
+    /// caller's own `Authorization` header; a proxy with keys sends none.
+    #[arg(long, env = "ARIL_UPSTREAM_API_KEY", hide_env_values = true)]
+    pub upstream_key: Option<String>,
+    /// o200k tokens the memory added to the system prompt may take.
+    #[arg(long, default_value_t = aril_server::proxy::DEFAULT_BUDGET)]
+    pub budget: usize,
+    /// Whose memory requests use when they come with an admin key (or without keys, under
+    /// --no-auth) and name no `user`. A user's key always means that user.
+    #[arg(long)]
+    pub user: Option<String>,
+    #[command(flatten)]
+    pub serve: ServeCmd,
 }
 
 #[derive(Subcommand, Debug)]

@@ -188,7 +188,17 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::MigrateStore(cmd) => migrate_store::run(&cli, cmd),
         Command::Demo(cmd) => demo::run(&cli, load_config(&cli)?, cmd),
         Command::Bench(cmd) => bench::run(&cli, cmd),
-        Command::Serve(cmd) => serve::run(open_for_serving(&cli)?, cmd),
+        Command::Serve(cmd) => serve::run(open_for_serving(&cli)?, cmd, None),
+        Command::Proxy(cmd) => serve::run(
+            open_for_serving(&cli)?,
+            &cmd.serve,
+            Some(aril_server::ProxyConfig {
+                upstream: cmd.upstream.clone(),
+                upstream_key: cmd.upstream_key.clone(),
+                budget: cmd.budget,
+                default_user: cmd.user.clone(),
+            }),
+        ),
         Command::Keys(cmd) => serve::keys(open(&cli, Open::OrStart)?, cmd),
         Command::Mcp => serve::mcp(open(&cli, Open::OrStart)?),
         Command::Consolidate(cmd) => consolidate::run(open(&cli, Open::Existing)?, cmd),

@@ -1,4 +1,4 @@
-//! `aril serve`, `aril mcp` and `aril keys`: open the engine, hand it to `aril-server`, stop
+//! `aril serve`, `aril proxy`, `aril mcp` and `aril keys`: open the engine, hand it to `aril-server`, stop
 //! cleanly on Ctrl-C or SIGTERM (requests in flight finish; every acknowledged write is already
 //! durable).
 
@@ -7,12 +7,13 @@ use aril_engine::{Engine, StoreAt};
 use std::sync::Arc;
 
 use aril_engine::llm::{ChatModel, Role};
-use aril_server::{AppState, Consolidator};
+use aril_server::{AppState, Consolidator, ProxyConfig};
 
 use crate::args::{KeyCreateCmd, KeysCmd, ServeCmd};
 use crate::models;
 
-pub fn run(engine: Engine, cmd: &ServeCmd) -> anyhow::Result<()> {
+/// `aril serve`, and with a proxy configuration `aril proxy` (the same API plus the chat routes).
+pub fn run(engine: Engine, cmd: &ServeCmd, proxy: Option<ProxyConfig>) -> anyhow::Result<()> {
     aril_server::check_open_bind(cmd.bind, !cmd.no_auth)?;
     let keys = engine.api_keys()?;
     if keys.is_empty() && !cmd.no_auth {
@@ -49,8 +50,19 @@ pub fn run(engine: Engine, cmd: &ServeCmd) -> anyhow::Result<()> {
         }
     };
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-    let served = runtime.block_on(aril_server::serve(
+    let app = match proxy {
+        Some(config) => {
+            eprintln!(
+                "proxying /v1/chat/completions to {} with up to {} tokens of memory",
+                config.upstream, config.budget
+            );
+            aril_server::proxy_router(state.clone(), config)?
+        }
+        None => aril_server::router(state.clone()),
+    };
+    let served = runtime.block_on(aril_server::serve_router(
         state,
+        app,
         cmd.bind,
         |addr| {
             // The one line scripts wait for.

@@ -1117,3 +1117,45 @@ fn chat_exports_import_once_into_the_named_user() {
     assert!(fails(&mut wrong).contains("not a ChatGPT conversations.json file"));
     assert_eq!(count(dir.path(), "turns"), 12);
 }
+
+/// `aril proxy` refuses to start on an upstream URL or a budget it cannot use, and a model it
+/// cannot reach is a 502 that says so and stores nothing.
+#[test]
+fn a_proxy_says_what_is_wrong_with_its_upstream() {
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = |extra: &[&str]| {
+        let mut cmd = aril(dir.path());
+        cmd.args(["proxy", "--no-auth", "--bind", "127.0.0.1:0"])
+            .args(extra);
+        cmd
+    };
+    let err = fails(&mut proxy(&["--upstream", "ftp://models.example/v1"]));
+    assert!(err.contains("not an http(s) URL"), "{err}");
+    let err = fails(&mut proxy(&[
+        "--upstream",
+        "http://127.0.0.1:9/v1",
+        "--budget",
+        "20",
+    ]));
+    assert!(err.contains("leaves no room for memory"), "{err}");
+
+    ok(aril(dir.path()).args(["add", "--user", "u", "I live in Porto"]));
+    let served = Served::spawn(&mut proxy(&[
+        "--upstream",
+        "http://127.0.0.1:9/v1",
+        "--user",
+        "u",
+    ]));
+    let reply = reqwest::blocking::Client::new()
+        .post(format!("{}/v1/chat/completions", served.base))
+        .json(&serde_json::json!({
+            "model": "m", "messages": [{"role": "user", "content": "Where do I live?"}]
+        }))
+        .send()
+        .unwrap();
+    assert_eq!(reply.status(), 502);
+    let body: serde_json::Value = reply.json().unwrap();
+    assert_eq!(body["error"]["code"], "upstream_unreachable", "{body}");
+    drop(served);
+    assert_eq!(count(dir.path(), "turns"), 1, "nothing stored");
+}

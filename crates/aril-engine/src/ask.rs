@@ -249,22 +249,44 @@ impl Engine {
 
     /// Plans the question (one call with `planner`, else the question itself is the one path),
     /// ranks cards and turns per path, fuses, selects with diversity and packs the context.
+    /// Mutable only to store the planner's call records: [`Engine::recall_unplanned`] is the
+    /// same recall without a planner, beside other reads.
     pub fn recall_planned(
         &mut self,
         request: &AskRequest,
         planner: Option<&dyn ChatModel>,
     ) -> Result<Recalled, EngineError> {
-        let question = request.question.trim();
-        if question.is_empty() {
-            return Err(aril_core::InvalidInput("the question is empty".into()).into());
-        }
-        let k = request.k.unwrap_or(DEFAULT_K);
-        let budget = request.budget.unwrap_or(DEFAULT_BUDGET);
-        if k == 0 || budget == 0 {
-            return Err(aril_core::InvalidInput("k and budget must be at least 1".into()).into());
-        }
+        let Some(planner) = planner else {
+            return self.recall_unplanned(request);
+        };
+        let question = checked_question(request)?;
         let asked_at = request.asked_at.unwrap_or_else(Utc::now);
         let (plan, plan_note, cost) = self.plan(question, asked_at, planner)?;
+        self.recall_plan(request, plan, plan_note, cost)
+    }
+
+    /// [`Engine::recall_planned`] without a planner: the question as asked is the one path.
+    pub fn recall_unplanned(&self, request: &AskRequest) -> Result<Recalled, EngineError> {
+        let question = checked_question(request)?;
+        self.recall_plan(
+            request,
+            Plan::single(question),
+            Some("no planner model is configured: the question was searched as asked".into()),
+            CallCost::default(),
+        )
+    }
+
+    /// Ranks cards and turns per path of `plan`, fuses, selects with diversity and packs.
+    fn recall_plan(
+        &self,
+        request: &AskRequest,
+        plan: Plan,
+        plan_note: Option<String>,
+        cost: CallCost,
+    ) -> Result<Recalled, EngineError> {
+        let k = request.k.unwrap_or(DEFAULT_K);
+        let budget = request.budget.unwrap_or(DEFAULT_BUDGET);
+        let asked_at = request.asked_at.unwrap_or_else(Utc::now);
         if request.single_list {
             return self.recall_single_list(request, plan, plan_note, cost, k, budget);
         }
@@ -501,15 +523,8 @@ impl Engine {
         &mut self,
         question: &str,
         asked_at: DateTime<Utc>,
-        planner: Option<&dyn ChatModel>,
+        planner: &dyn ChatModel,
     ) -> Result<(Plan, Option<String>, CallCost), EngineError> {
-        let Some(planner) = planner else {
-            return Ok((
-                Plan::single(question),
-                Some("no planner model is configured: the question was searched as asked".into()),
-                CallCost::default(),
-            ));
-        };
         let metered = Metered::new(planner);
         let planned = plan_question(&metered, question, asked_at, &PlanConfig::default());
         let cost = self.store_calls(&metered)?;
@@ -758,6 +773,18 @@ fn turn_item(turn: &Turn) -> ContextItem {
         score: 0.0,
         tokens: 0,
     }
+}
+
+/// The request's question, trimmed; an empty question, or a `k` or budget of 0, is refused.
+fn checked_question(request: &AskRequest) -> Result<&str, EngineError> {
+    let question = request.question.trim();
+    if question.is_empty() {
+        return Err(aril_core::InvalidInput("the question is empty".into()).into());
+    }
+    if request.k == Some(0) || request.budget == Some(0) {
+        return Err(aril_core::InvalidInput("k and budget must be at least 1".into()).into());
+    }
+    Ok(question)
 }
 
 /// The items newest first (undated ones last, in rank order), one block each.

@@ -374,7 +374,8 @@ impl Engine {
     /// and the configuration's `[llm]` table name: one planner call (when a planner is
     /// configured; else the question is searched as asked), multi-path recall over cards and
     /// turns, one answer call. `context_only` stops before the answer (no answerer needed).
-    /// Every call's tokens are recorded (`stats`). Reads wait while it runs.
+    /// Every call's tokens are recorded (`stats`). Reads wait while a model is called; without a
+    /// planner, `context_only` runs beside them.
     #[pyo3(signature = (question, user_id, agent_id=None, run_id=None, k=None, budget=None, asked_at=None, context_only=false))]
     #[allow(clippy::too_many_arguments)]
     fn ask(
@@ -402,7 +403,12 @@ impl Engine {
         let planner = OpenAiClient::for_role(Role::Planner, &settings).map_err(llm)?;
         let planner = planner.as_ref().map(|p| p as &dyn ChatModel);
         if context_only {
-            return json(&self.write(py, |engine| engine.recall_planned(&request, planner))?);
+            return match planner {
+                None => json(&self.read(py, |engine| engine.recall_unplanned(&request))?),
+                Some(p) => {
+                    json(&self.write(py, |engine| engine.recall_planned(&request, Some(p)))?)
+                }
+            };
         }
         let answerer = OpenAiClient::required(Role::Answerer, &settings).map_err(llm)?;
         json(&self.write(py, |engine| engine.ask(&request, planner, &answerer))?)

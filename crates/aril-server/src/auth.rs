@@ -4,7 +4,7 @@
 //! route can read or delete outside the caller's grant.
 
 use aril_engine::{Grant, ScopeFilter};
-use axum::extract::FromRequestParts;
+use axum::extract::{FromRef, FromRequestParts};
 use axum::http::request::Parts;
 
 use crate::{ApiError, AppState};
@@ -15,10 +15,15 @@ pub struct Caller {
     pub grant: Grant,
 }
 
-impl FromRequestParts<AppState> for Caller {
+impl<S> FromRequestParts<S> for Caller
+where
+    S: Send + Sync,
+    AppState: FromRef<S>,
+{
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let state = AppState::from_ref(state);
         if !state.auth {
             return Ok(Caller {
                 grant: Grant::Admin,

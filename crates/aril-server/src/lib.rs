@@ -4,7 +4,9 @@
 //! - a Mem0-compatible API (the routes the `mem0ai` client and Mem0's open-source server use),
 //!   see [`mem0`];
 //! - an MCP server at `/mcp` (streamable HTTP), the same tools `aril mcp` serves over stdio, see
-//!   [`mcp`].
+//!   [`mcp`];
+//! - with `aril proxy`, an OpenAI-compatible chat endpoint in front of a model that recalls into
+//!   and stores from every exchange, see [`proxy`].
 //!
 //! Every request but the health probes presents an API key; every scope comes from the key's
 //! grant ([`auth`]). Engine calls run one at a time on the blocking pool ([`state`]); a write is
@@ -18,6 +20,7 @@ pub mod mcp;
 pub mod mem0;
 mod memory;
 pub mod native;
+pub mod proxy;
 mod state;
 mod sweep;
 
@@ -39,6 +42,7 @@ use utoipa_axum::router::OpenApiRouter;
 pub use auth::Caller;
 pub use consolidation::Consolidator;
 pub use error::ApiError;
+pub use proxy::{ProxyConfig, ProxyError};
 pub use state::AppState;
 
 /// Request bodies above this are refused with 413 (a batch of turns, not a data dump).
@@ -166,10 +170,27 @@ pub fn check_open_bind(addr: SocketAddr, auth: bool) -> Result<(), ServerError> 
     Ok(())
 }
 
-/// Binds `addr` and serves until `shutdown` resolves; requests in flight finish first. `ready`
-/// gets the bound address (useful with port 0).
+/// The whole API and the proxy's chat routes ([`proxy`]) on one engine.
+pub fn proxy_router(state: AppState, config: ProxyConfig) -> Result<Router, ProxyError> {
+    Ok(router(state.clone()).merge(proxy::routes(state, config)?))
+}
+
+/// Binds `addr` and serves [`router`] until `shutdown` resolves; requests in flight finish
+/// first. `ready` gets the bound address (useful with port 0).
 pub async fn serve(
     state: AppState,
+    addr: SocketAddr,
+    ready: impl FnOnce(SocketAddr),
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServerError> {
+    let app = router(state.clone());
+    serve_router(state, app, addr, ready, shutdown).await
+}
+
+/// [`serve`] with another router over the same state (e.g. [`proxy_router`]).
+pub async fn serve_router(
+    state: AppState,
+    app: Router,
     addr: SocketAddr,
     ready: impl FnOnce(SocketAddr),
     shutdown: impl Future<Output = ()> + Send + 'static,
@@ -183,7 +204,7 @@ pub async fn serve(
         .map_err(|source| ServerError::Bind { addr, source })?;
     ready(bound);
     let sweeper = tokio::spawn(sweep::sweep_periodically(state.clone()));
-    let served = axum::serve(listener, router(state))
+    let served = axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await
         .map_err(ServerError::Serve);

@@ -1,0 +1,188 @@
+"""`aril proxy` driven by the official `openai` client, in front of a real model (llama-server +
+SmolLM2) behind a recording forwarder: the tests check what the upstream received and what aril
+stored, never what the 135M model answers."""
+
+import json
+import subprocess
+import threading
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import openai
+import pytest
+from openai import OpenAI
+
+from conftest import _free_port
+
+FAIL_MARK = "UPSTREAM-FAIL"
+
+
+class Recorder:
+    """Forwards every request to the model and keeps what it received; a message containing
+    FAIL_MARK gets a 503 with an OpenAI-style error body instead."""
+
+    def __init__(self, target):
+        self.target = target
+        self.received = []
+        recorder = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                recorder.received.append({"path": self.path, "body": None})
+                self.forward(None)
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                recorder.received.append({"path": self.path, "body": body})
+                if FAIL_MARK in json.dumps(body):
+                    error = json.dumps({"error": {"message": "overloaded (recorded)", "type": "server_error"}}).encode()
+                    self.send_response(503)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(error)))
+                    self.end_headers()
+                    self.wfile.write(error)
+                    return
+                self.forward(json.dumps(body).encode())
+
+            def forward(self, data):
+                path = self.path.removeprefix("/v1")
+                request = urllib.request.Request(recorder.target + path, data=data,
+                                                 headers={"Content-Type": "application/json"})
+                with urllib.request.urlopen(request, timeout=120) as reply:
+                    self.send_response(reply.status)
+                    self.send_header("Content-Type", reply.headers["Content-Type"])
+                    self.send_header("Transfer-Encoding", "chunked")
+                    self.end_headers()
+                    while chunk := reply.read1(65536):
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                        self.wfile.flush()
+                    self.wfile.write(b"0\r\n\r\n")
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def last_chat(self):
+        return next(r["body"] for r in reversed(self.received) if r["path"].endswith("/chat/completions"))
+
+
+@pytest.fixture(scope="module")
+def upstream(llm):
+    recorder = Recorder(llm["base_url"])
+    yield recorder
+    recorder.server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def proxy(aril_bin, upstream, tmp_path_factory):
+    """`aril proxy` in front of the recorder; yields (base URL, keys by name)."""
+    data = str(tmp_path_factory.mktemp("proxied"))
+
+    def key(*args):
+        out = subprocess.run([aril_bin, "--data-dir", data, "keys", "create", *args],
+                             check=True, capture_output=True, text=True)
+        return out.stdout.strip()
+
+    keys = {"ana": key("--user", "ana"), "ben": key("--user", "ben"), "admin": key("--admin")}
+    port = _free_port()
+    process = subprocess.Popen([aril_bin, "--data-dir", data, "proxy", "--upstream", upstream.url,
+                                "--bind", f"127.0.0.1:{port}", "--no-consolidate"],
+                               stdout=subprocess.PIPE, text=True)
+    try:
+        line = process.stdout.readline()
+        assert "serving on" in line, line
+        yield f"http://127.0.0.1:{port}", keys
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def client(proxy, who):
+    base, keys = proxy
+    return OpenAI(base_url=f"{base}/v1", api_key=keys[who], max_retries=0)
+
+
+def turns(proxy, who):
+    base, keys = proxy
+    request = urllib.request.Request(f"{base}/v1/turns?limit=1000", headers={"Authorization": f"Token {keys[who]}"})
+    with urllib.request.urlopen(request) as reply:
+        return json.loads(reply.read())["turns"]
+
+
+def system_prompt(body):
+    return "\n".join(m["content"] for m in body["messages"] if m["role"] == "system")
+
+
+def ask(proxy, who, text, **options):
+    return client(proxy, who).chat.completions.with_raw_response.create(
+        model="smollm2", messages=[{"role": "user", "content": text}], max_tokens=24, **options)
+
+
+def test_a_fact_told_once_reaches_the_upstream_later_and_never_another_user(proxy, upstream):
+    told = ask(proxy, "ana", "My sister Mara lives in Lisbon and keeps bees on her roof.")
+    assert told.headers["x-aril-stored"] == "2"
+    reply = told.parse().choices[0].message.content
+    stored = turns(proxy, "ana")
+    assert [(t["role"], t["text"]) for t in stored] == [
+        ("user", "My sister Mara lives in Lisbon and keeps bees on her roof."), ("assistant", reply)]
+
+    later = ask(proxy, "ana", "Which city does my sister live in?")
+    assert "Lisbon" in system_prompt(upstream.last_chat())
+    injected = later.headers["x-aril-memory-ids"].split(",")
+    assert stored[0]["id"] in injected
+
+    ask(proxy, "ben", "Which city does my sister live in?")
+    seen_by_ben = upstream.last_chat()
+    assert "Lisbon" not in json.dumps(seen_by_ben) and "Mara" not in json.dumps(seen_by_ben)
+    assert [t["text"] for t in turns(proxy, "ben")][0] == "Which city does my sister live in?"
+
+
+def test_a_stream_passes_through_chunk_by_chunk_and_is_stored_whole(proxy, upstream):
+    before = len(turns(proxy, "ana"))
+    stream = client(proxy, "ana").chat.completions.create(
+        model="smollm2", max_tokens=24, stream=True,
+        messages=[{"role": "system", "content": "Answer briefly."},
+                  {"role": "user", "content": "I am training for the Porto marathon in October."}])
+    pieces = [c.choices[0].delta.content for c in stream if c.choices and c.choices[0].delta.content]
+    assert len(pieces) > 1
+    assert upstream.last_chat()["stream"] is True
+    # The caller's own system prompt is kept, memory follows it.
+    assert upstream.last_chat()["messages"][0]["content"].startswith("Answer briefly.")
+    stored = turns(proxy, "ana")[before:]
+    assert [(t["role"], t["text"]) for t in stored] == [
+        ("user", "I am training for the Porto marathon in October."), ("assistant", "".join(pieces))]
+
+
+def test_an_upstream_error_passes_through_and_stores_nothing(proxy, upstream):
+    before = len(turns(proxy, "ana"))
+    with pytest.raises(openai.APIStatusError) as failed:
+        ask(proxy, "ana", f"{FAIL_MARK}: remember that I moved to Faro.")
+    assert failed.value.status_code == 503
+    assert failed.value.body["message"] == "overloaded (recorded)"
+    assert len(turns(proxy, "ana")) == before
+
+
+def test_the_scope_comes_from_the_key_or_the_user_field(proxy, upstream):
+    with pytest.raises(openai.BadRequestError, match="user"):
+        ask(proxy, "admin", "Hello there")
+    with pytest.raises(openai.PermissionDeniedError):
+        ask(proxy, "ana", "Hello there", user="ben")
+    count = len(turns(proxy, "ben"))
+    done = ask(proxy, "admin", "My dog Pip is a beagle.", user="ben")
+    assert done.headers["x-aril-stored"] == "2"
+    assert turns(proxy, "ben")[count]["text"] == "My dog Pip is a beagle."
+    # The `user` field reaches the upstream as the caller sent it.
+    assert upstream.last_chat()["user"] == "ben"
+
+
+def test_models_are_the_upstreams(proxy, upstream, llm):
+    listed = client(proxy, "ana").models.list()
+    assert any(llm["model"] in m.id for m in listed), listed
+    assert upstream.received[-1]["path"] == "/v1/models"
+    with pytest.raises(openai.AuthenticationError):
+        OpenAI(base_url=f"{proxy[0]}/v1", api_key="not-a-key", max_retries=0).models.list()
