@@ -55,6 +55,8 @@ def main():
         check("search returns the metadata", [r["metadata"] for r in moved if r["id"] == porto_id] == [tags], moved)
         err = raises(lambda: client.add("Not kept.", user_id="alice", metadata={"aril": 1}))
         check("the reserved metadata key is refused", err is not None and "reserved" in str(err), err)
+        err = raises(lambda: client.add("Not kept either.", user_id="alice", custom_instructions="Be terse."))
+        check("encoder guidance without an encoder is refused", err is not None and "no encoder" in str(err), err)
         again = client.add("I moved to Porto last spring.", user_id="alice", timestamp=1700000000)
         check("add with a timestamp", again["results"][0]["event"] == "ADD", again)
 

@@ -7,9 +7,9 @@ use aril_core::{
 };
 use aril_llm::{ChatModel, JsonSpec, LlmError, Purpose, complete_json};
 
-use crate::EncoderState;
 use crate::prompt::{messages, recent_within, summary_messages};
 use crate::schema::{KINDS, Reply, labels, reply_schema};
+use crate::{EncoderState, Guidance};
 
 /// A recent card the encoder may supersede.
 #[derive(Debug, Clone)]
@@ -33,6 +33,8 @@ pub struct EncodeConfig {
     /// Ablation (the paper's "summaries instead of cards"): one untyped summary per segment,
     /// stored as a `fact` card citing every turn, with no entities, topics, dates or state.
     pub summaries: bool,
+    /// What the application asks of these cards (for one write; empty by default).
+    pub guidance: Guidance,
 }
 
 impl Default for EncodeConfig {
@@ -43,6 +45,7 @@ impl Default for EncodeConfig {
             max_cards: 12,
             max_tokens: 2048,
             summaries: false,
+            guidance: Guidance::default(),
         }
     }
 }
@@ -129,7 +132,13 @@ pub fn encode_segment(
     let reply = complete_json::<Reply>(
         model,
         Purpose::Encode,
-        messages(&segment.conversation, turns, &shown_state, recent),
+        messages(
+            &segment.conversation,
+            turns,
+            &shown_state,
+            recent,
+            &config.guidance,
+        ),
         JsonSpec {
             name: "memory_cards",
             schema: &schema,
@@ -217,7 +226,7 @@ fn summarize_segment(
     let reply = complete_json::<Summary>(
         model,
         Purpose::Encode,
-        summary_messages(&segment.conversation, turns),
+        summary_messages(&segment.conversation, turns, &config.guidance),
         JsonSpec {
             name: "segment_summary",
             schema: &schema,

@@ -9,9 +9,11 @@
 //! budgets, so the prompt does not grow with history.
 
 mod encode;
+mod guidance;
 mod prompt;
 mod schema;
 mod state;
 
 pub use encode::{EncodeConfig, Encoded, RecentCard, encode_segment};
+pub use guidance::{Category, Guidance, MAX_CATEGORIES, MAX_GUIDANCE_CHARS};
 pub use state::EncoderState;

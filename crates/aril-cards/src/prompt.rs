@@ -4,8 +4,8 @@
 use aril_core::{Turn, tokens};
 use aril_llm::Message;
 
-use crate::EncoderState;
 use crate::encode::RecentCard;
+use crate::{EncoderState, Guidance};
 
 const INSTRUCTIONS: &str = "You turn one segment of a conversation into memory cards for a \
 long-term memory. Each card is one self-contained statement that a reader understands without the \
@@ -38,6 +38,7 @@ pub(crate) fn messages(
     turns: &[Turn],
     state: &EncoderState,
     recent: &[RecentCard],
+    guidance: &Guidance,
 ) -> Vec<Message> {
     let mut user = String::from("Known aliases and open references:\n");
     user.push_str(&state.render());
@@ -54,7 +55,10 @@ pub(crate) fn messages(
     }
     user.push('\n');
     user.push_str(&labelled_turns(conversation, turns));
-    vec![Message::system(INSTRUCTIONS), Message::user(user)]
+    vec![
+        Message::system(format!("{INSTRUCTIONS}{}", guidance.render())),
+        Message::user(user),
+    ]
 }
 
 /// The segment's turns under their labels, each with the time it was said.
@@ -76,9 +80,13 @@ memory, in a few sentences that a reader understands without the conversation: n
 and give absolute dates for relative ones from the time each turn was said. Reply with JSON only.";
 
 /// The summary ablation's messages: the turns alone, no state and no recent cards.
-pub(crate) fn summary_messages(conversation: &str, turns: &[Turn]) -> Vec<Message> {
+pub(crate) fn summary_messages(
+    conversation: &str,
+    turns: &[Turn],
+    guidance: &Guidance,
+) -> Vec<Message> {
     vec![
-        Message::system(SUMMARY_INSTRUCTIONS),
+        Message::system(format!("{SUMMARY_INSTRUCTIONS}{}", guidance.render())),
         Message::user(labelled_turns(conversation, turns)),
     ]
 }

@@ -37,7 +37,7 @@ use aril_segment::Segmenter;
 use aril_store::{PgStore, SqliteStore, Store, StoreStats};
 use serde::Serialize;
 
-pub use aril_cards::EncodeConfig;
+pub use aril_cards::{Category, EncodeConfig, Guidance};
 pub use aril_core::{
     Card, CardId, CardKind, Lifecycle, Metadata, NewTurn, Role, Scope, ScopeFilter, Segment,
     SegmentId, TurnId, UnitId, UnitKind, parse_calendar_date,

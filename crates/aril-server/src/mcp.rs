@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use crate::auth::Caller;
-use crate::mem0::{AddOptions, Message, ScopeArgs, add_messages, page_of, search_scope};
+use crate::mem0::{AddOptions, Message, ScopeArgs, add_messages, guidance, page_of, search_scope};
 use crate::memory::{delete_memory, history, memory_by_id, update_memory, update_time};
 use crate::native::{asked_at, check_k, check_query, store_turns};
 use crate::{ApiError, AppState};
@@ -123,6 +123,15 @@ pub struct AddMemoryArgs {
     /// True: the memories cannot be updated (only deleted).
     #[serde(default)]
     pub immutable: bool,
+    /// Instructions for the encoder writing these memories (needs an encoder configured).
+    pub custom_instructions: Option<String>,
+    /// What the memories written should be about (needs an encoder).
+    pub includes: Option<String>,
+    /// What no memory written should be about (needs an encoder).
+    pub excludes: Option<String>,
+    /// Categories for the memories written, as `[{"name": "description"}, …]` (needs an
+    /// encoder): their names go into the topics of the memories they fit.
+    pub custom_categories: Option<Vec<Map<String, Value>>>,
     #[serde(flatten)]
     pub scope: ScopeArgsIn,
 }
@@ -256,6 +265,12 @@ impl MemoryTools {
                     infer: true,
                     metadata: metadata_arg(args.metadata)?,
                     lifecycle: parse_lifecycle(args.expiration_date.as_deref(), args.immutable)?,
+                    guidance: guidance(
+                        args.custom_instructions,
+                        args.includes,
+                        args.excludes,
+                        args.custom_categories.map(|c| json!(c)).as_ref(),
+                    )?,
                 };
                 add_messages(&self.state, &caller, filter, messages, options).await
             }

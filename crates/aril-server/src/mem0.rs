@@ -14,8 +14,8 @@
 //! history) live in [`crate::memory`].
 
 use aril_engine::{
-    EncodeOutcome, EngineError, Grant, Lifecycle, Metadata, Role, Scope, ScopeFilter,
-    SearchRequest, TurnDefaults, TurnId, TurnIn, parse_lifecycle,
+    Category, EncodeConfig, EncodeOutcome, EngineError, Grant, Guidance, Lifecycle, Metadata, Role,
+    Scope, ScopeFilter, SearchRequest, TurnDefaults, TurnId, TurnIn, parse_lifecycle,
 };
 use axum::extract::{Path, State};
 use axum::routing::{get, post};
@@ -97,10 +97,6 @@ const IGNORED_OPTIONS: &[&str] = &[
     "version",
     "async_mode",
     "enable_graph",
-    "custom_categories",
-    "custom_instructions",
-    "includes",
-    "excludes",
     "org_id",
     "project_id",
     "app_id",
@@ -244,8 +240,75 @@ struct AddBody {
     expiration_date: Option<String>,
     /// True: an update of these memories is refused (409); a deletion is not.
     immutable: Option<bool>,
+    /// Instructions for the encoder writing these messages' cards (needs an encoder and `infer`).
+    custom_instructions: Option<String>,
+    /// What the cards should be about (needs an encoder and `infer`).
+    includes: Option<String>,
+    /// What no card should be about (needs an encoder and `infer`).
+    excludes: Option<String>,
+    /// Categories whose names go into the topics of the cards they fit, as Mem0 sends them
+    /// (`[{"name": "description"}, …]`; names alone or one object of them are taken too).
+    #[schema(value_type = Option<Object>)]
+    custom_categories: Option<Value>,
     #[serde(flatten)]
     rest: Map<String, Value>,
+}
+
+/// The encoder guidance of an `add` (Mem0's `custom_instructions`, `includes`, `excludes`,
+/// `custom_categories`), checked.
+pub(crate) fn guidance(
+    instructions: Option<String>,
+    includes: Option<String>,
+    excludes: Option<String>,
+    categories: Option<&Value>,
+) -> Result<Guidance, ApiError> {
+    let wrong = || {
+        ApiError::bad_request(
+            "custom_categories must be a list of {\"name\": \"description\"} objects (or of \
+             names)",
+        )
+    };
+    let category = |name: &str, description: &Value| -> Result<Category, ApiError> {
+        Ok(Category {
+            name: name.to_string(),
+            description: match description {
+                Value::String(d) => d.clone(),
+                Value::Null => String::new(),
+                _ => return Err(wrong()),
+            },
+        })
+    };
+    let mut listed = Vec::new();
+    match categories {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(items)) => {
+            for item in items {
+                match item {
+                    Value::String(name) => listed.push(category(name, &Value::Null)?),
+                    Value::Object(named) => {
+                        for (name, description) in named {
+                            listed.push(category(name, description)?);
+                        }
+                    }
+                    _ => return Err(wrong()),
+                }
+            }
+        }
+        Some(Value::Object(named)) => {
+            for (name, description) in named {
+                listed.push(category(name, description)?);
+            }
+        }
+        Some(_) => return Err(wrong()),
+    }
+    let guidance = Guidance {
+        instructions,
+        includes,
+        excludes,
+        categories: listed,
+    };
+    guidance.check().map_err(ApiError::bad_request)?;
+    Ok(guidance)
 }
 
 #[derive(Serialize, ToSchema)]
@@ -296,6 +359,12 @@ async fn add(
             body.expiration_date.as_deref(),
             body.immutable.unwrap_or(false),
         )?,
+        guidance: guidance(
+            body.custom_instructions,
+            body.includes,
+            body.excludes,
+            body.custom_categories.as_ref(),
+        )?,
     };
     Ok(axum::Json(
         add_messages(&state, &caller, filter, body.messages.into_list(), options).await?,
@@ -312,6 +381,8 @@ pub(crate) struct AddOptions {
     pub metadata: Option<Metadata>,
     /// The expiry and immutability of every message's memory.
     pub lifecycle: Lifecycle,
+    /// What the application asks of the cards (refused without an encoder or `infer`).
+    pub guidance: Guidance,
 }
 
 /// Stores messages as turns of the conversation named by the scope's `run_id` (else `mem0`),
@@ -329,7 +400,24 @@ pub(crate) async fn add_messages(
         infer,
         metadata,
         lifecycle,
+        guidance,
     } = options;
+    if !guidance.is_empty() {
+        if state.encoder.is_none() {
+            return Err(ApiError::bad_request(
+                "custom_instructions, includes, excludes and custom_categories steer the cards \
+                 an encoder writes, and this server has no encoder (configure ARIL_LLM_ENCODER_* \
+                 or [llm.encoder]): without one aril keeps the messages verbatim; leave them out",
+            ));
+        }
+        if !infer {
+            return Err(ApiError::bad_request(
+                "custom_instructions, includes, excludes and custom_categories steer the cards \
+                 `add` writes now, and `infer: false` writes none (the background consolidation \
+                 writes them later, without these): leave `infer` true or leave them out",
+            ));
+        }
+    }
     let mut turns = Vec::with_capacity(messages.len());
     let mut texts = Vec::with_capacity(messages.len());
     for (i, m) in messages.into_iter().enumerate() {
@@ -392,9 +480,10 @@ pub(crate) async fn add_messages(
         });
     }
     let worker = state.clone();
-    let written = tokio::task::spawn_blocking(move || write_cards(&worker, &writer, &new_turns))
-        .await
-        .map_err(|e| ApiError::internal(format!("card writing failed: {e}")))?;
+    let written =
+        tokio::task::spawn_blocking(move || write_cards(&worker, &writer, &new_turns, guidance))
+            .await
+            .map_err(|e| ApiError::internal(format!("card writing failed: {e}")))?;
     match written {
         Ok(w) if w.failed.is_empty() => {
             let note = w.events.is_empty().then(|| {
@@ -440,7 +529,12 @@ fn write_cards(
     state: &AppState,
     writer: &CardWriter,
     turns: &[TurnId],
+    guidance: Guidance,
 ) -> Result<Written, EngineError> {
+    let config = EncodeConfig {
+        guidance,
+        ..writer.config.clone()
+    };
     // Segments another worker already holds are being written by it; their cards come later.
     let segments = state.with_engine(|e| {
         let queued = e.queued_segments_holding(turns)?;
@@ -451,7 +545,7 @@ fn write_cards(
         failed: Vec::new(),
     };
     for segment in segments {
-        let outcome = encode_one(state, writer.model.as_ref(), &writer.config, &segment)?;
+        let outcome = encode_one(state, writer.model.as_ref(), &config, &segment)?;
         if let EncodeOutcome::Failed(reason) = outcome {
             written.failed.push(reason);
             continue;

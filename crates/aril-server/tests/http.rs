@@ -847,6 +847,92 @@ async fn a_real_model_turns_closed_segments_into_cards_in_the_background_while_r
     s.stop().await;
 }
 
+/// Mem0's `custom_instructions`, `includes`, `excludes` and `custom_categories` reach the
+/// encoder's instructions for that `add` only; without an encoder, or with `infer: false`, they
+/// are refused and nothing is stored.
+#[tokio::test]
+async fn mem0_encoder_guidance_reaches_the_encoder_of_that_add_only() {
+    use aril_llm::{ChatModel, Scripted};
+    use std::sync::Arc;
+    let encoder = Arc::new(Scripted::from_texts(vec![
+        card_reply("preference", "Alice likes green tea.", &[]).to_string(),
+        card_reply("fact", "Alice lives in Porto.", &[]).to_string(),
+    ]));
+    let model: Arc<dyn ChatModel> = encoder.clone();
+    let s = Server::start_full(Config::default(), move |state| {
+        state.with_encoder(model, aril_engine::EncodeConfig::default())
+    })
+    .await;
+    let guided = json!({"user_id": "alice",
+        "messages": [{"role": "user", "content": "I love green tea."}],
+        "custom_instructions": "Write every card in the third person.",
+        "includes": "food and drink", "excludes": "health",
+        "custom_categories": [{"beverages": "what Alice drinks"}, {"travel": "trips"}]});
+    let (st, reply) = s
+        .call(
+            "POST",
+            "/v3/memories/add/",
+            &s.user_key,
+            Some(guided.clone()),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{reply}");
+    mem0_add(&s, ["I live in Porto.", "Nice."], None).await;
+    let asked = encoder.asked();
+    assert_eq!(asked.len(), 2);
+    let system = |i: usize| asked[i].messages[0].content.clone();
+    for said in [
+        "Instructions: Write every card in the third person.",
+        "Remember only: food and drink",
+        "Never write a card about: health",
+        "- beverages: what Alice drinks",
+        "- travel: trips",
+    ] {
+        assert!(
+            system(0).contains(said),
+            "{said} missing from {}",
+            system(0)
+        );
+    }
+    assert!(!system(1).contains("third person"), "{}", system(1));
+
+    let mut without_inference = guided.clone();
+    without_inference["infer"] = json!(false);
+    let (st, err) = s
+        .call(
+            "POST",
+            "/v3/memories/add/",
+            &s.user_key,
+            Some(without_inference),
+        )
+        .await;
+    assert_eq!(st, StatusCode::BAD_REQUEST, "{err}");
+    assert!(err["detail"].as_str().unwrap().contains("infer"), "{err}");
+    let mut bad = guided.clone();
+    bad["custom_categories"] = json!([7]);
+    let (st, _) = s
+        .call("POST", "/v3/memories/add/", &s.user_key, Some(bad))
+        .await;
+    assert_eq!(st, StatusCode::BAD_REQUEST);
+    assert_eq!(encoder.asked().len(), 2, "no call for a refused add");
+    s.stop().await;
+
+    let plain = Server::start().await;
+    let (st, err) = plain
+        .call("POST", "/v3/memories/add/", &plain.user_key, Some(guided))
+        .await;
+    assert_eq!(st, StatusCode::BAD_REQUEST, "{err}");
+    assert!(
+        err["detail"].as_str().unwrap().contains("no encoder"),
+        "{err}"
+    );
+    let (_, listed) = plain
+        .call("POST", "/v2/memories/", &plain.user_key, Some(json!({})))
+        .await;
+    assert_eq!(listed["count"], 0, "nothing stored: {listed}");
+    plain.stop().await;
+}
+
 /// One scripted encoder reply: a card citing the segment's first turn, superseding `supersedes`.
 fn card_reply(kind: &str, text: &str, supersedes: &[&str]) -> Value {
     json!({"cards": [{
