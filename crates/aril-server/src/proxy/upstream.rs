@@ -50,6 +50,7 @@ impl Upstream {
         }
         let client = Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
+            .tcp_nodelay(true)
             .build()
             .map_err(|e| ProxyError::Client(e.to_string()))?;
         Ok(Self { client, base, auth })
