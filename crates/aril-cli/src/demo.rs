@@ -135,6 +135,7 @@ pub fn run(cli: &Cli, config: Config, cmd: &DemoCmd) -> anyhow::Result<()> {
             k: Some(3),
             budget: Some(400),
             asked_at: None,
+            condition: None,
         })?;
         for hit in &response.results {
             let when = hit

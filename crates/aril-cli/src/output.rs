@@ -11,6 +11,7 @@ pub fn search(engine: Engine, cmd: &SearchCmd) -> anyhow::Result<()> {
         k: cmd.k,
         budget: cmd.budget,
         asked_at: Some(crate::args::parse_at(cmd.at.as_deref())?.unwrap_or_else(chrono::Utc::now)),
+        condition: None,
     };
     let response = if cmd.sessions {
         engine.search_sessions(&request)?

@@ -9,6 +9,7 @@
 pub mod bm25;
 mod cache;
 mod card;
+mod condition;
 mod error;
 mod ids;
 mod metadata;
@@ -22,6 +23,7 @@ mod window;
 pub use bm25::BM25_QUERY_WORDS;
 pub use cache::cache_root;
 pub use card::{Card, CardId, CardKind, CardTime, parse_calendar_date};
+pub use condition::{Condition, Field, Lifted, Op, Subject};
 pub use error::InvalidInput;
 pub use ids::{content_hash, short_hash};
 pub use metadata::{METADATA_MAX_BYTES, METADATA_RESERVED_KEY, Metadata};

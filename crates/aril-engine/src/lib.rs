@@ -39,8 +39,8 @@ use serde::Serialize;
 
 pub use aril_cards::{Category, EncodeConfig, Guidance};
 pub use aril_core::{
-    Card, CardId, CardKind, Lifecycle, Metadata, NewTurn, Role, Scope, ScopeFilter, Segment,
-    SegmentId, TurnId, UnitId, UnitKind, parse_calendar_date,
+    Card, CardId, CardKind, Condition, Lifecycle, Metadata, NewTurn, Role, Scope, ScopeFilter,
+    Segment, SegmentId, TurnId, UnitId, UnitKind, parse_calendar_date,
 };
 pub use aril_datasets as datasets;
 pub use aril_embed as embed;

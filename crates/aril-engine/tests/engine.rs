@@ -44,6 +44,7 @@ aril_store::conformance!(
     a_write_embedded_ahead_by_a_reader_runs_no_model_when_it_commits,
     an_expired_memory_is_never_recalled_or_listed_and_the_sweep_purges_it,
     an_immutable_memory_refuses_updates_but_not_deletion,
+    a_filtered_search_reads_deeper_until_k_memories_meet_the_filter,
 );
 
 fn turn(user: &str, session: &str, n: u32, text: &str) -> NewTurn {
@@ -105,6 +106,7 @@ fn search(engine: &mut Engine, user: &str, query: &str, k: usize) -> aril_engine
             k: Some(k),
             budget: None,
             asked_at: None,
+            condition: None,
         })
         .unwrap()
 }
@@ -233,6 +235,7 @@ fn readers_on_several_threads_share_one_engine_and_answer_as_one_alone(place: &P
         k: Some(3),
         budget: None,
         asked_at: None,
+        condition: None,
     };
     let answer = |engine: &Engine, user: &str, query: &str| {
         let turns = engine.search(&request(user, query)).unwrap();
@@ -583,6 +586,7 @@ fn a_question_asking_about_last_week_votes_for_what_was_said_since(place: &Place
                 k: Some(3),
                 budget: None,
                 asked_at,
+                condition: None,
             })
             .unwrap()
     };
@@ -663,6 +667,7 @@ fn budget_bounds_the_context(place: &Place) {
             k: Some(10),
             budget: Some(40),
             asked_at: None,
+            condition: None,
         })
         .unwrap();
     assert!(r.context_tokens <= 40, "{}", r.context_tokens);
@@ -925,6 +930,7 @@ fn invalid_input_changes_nothing(place: &Place) {
                 k: None,
                 budget: None,
                 asked_at: None,
+                condition: None,
             })
             .is_err()
     );
@@ -1477,6 +1483,7 @@ fn session_search_shows_each_session_once_and_lifts_sessions_that_speak_of_it_in
         k: Some(k),
         budget: None,
         asked_at: None,
+        condition: None,
     };
     let sessions = engine.search_sessions(&request(10)).unwrap();
     let names: Vec<&str> = sessions
@@ -1580,6 +1587,7 @@ fn a_replaced_version_gives_its_session_no_vote_in_session_search(place: &Place)
         k: Some(5),
         budget: None,
         asked_at: None,
+        condition: None,
     };
     // The vote is what a session's hit scores above its best unit in turn search.
     let vote_for_a = |engine: &mut Engine| {
@@ -1716,4 +1724,80 @@ fn an_immutable_memory_refuses_updates_but_not_deletion(place: &Place) {
         .unwrap();
     assert_eq!(engine.delete_memory(&id).unwrap().turns, 1);
     engine.check_integrity().unwrap();
+}
+
+/// A filter keeps the memories that meet it, however deep they rank: 200 memories about coffee
+/// tagged `noise` outrank five tagged `keep`, and a search for coffee filtered on `keep` still
+/// returns all five (a search that filtered its first candidates only would return fewer).
+fn a_filtered_search_reads_deeper_until_k_memories_meet_the_filter(place: &Place) {
+    // Lists 4 deep, so that the first pass cannot reach the kept memories through any list.
+    let mut config = Config::default();
+    config.recall.candidates = 4;
+    let mut engine = place.open_with(config);
+    let tagged = |n: u32, text: String, kind: &str| {
+        let mut t = turn("u", "s1", 0, &text);
+        t.event_time = Some(
+            Utc.with_ymd_and_hms(2024, 3, 1, 0, 0, 0).unwrap()
+                + chrono::Duration::minutes(n.into()),
+        );
+        t.source_id = Some(format!("s1:{n}"));
+        t.metadata = Some(Metadata::try_from(serde_json::json!({"kind": kind, "n": n})).unwrap());
+        t
+    };
+    let mut turns: Vec<NewTurn> = (0..200)
+        .map(|n| {
+            tagged(
+                n,
+                format!("Coffee note {n}: I drank an espresso with oat milk."),
+                "noise",
+            )
+        })
+        .collect();
+    let kept = [
+        "My sister Mara keeps bees in Lisbon.",
+        "I am learning the cello on Sundays.",
+        "Our flat has a blue front door.",
+        "The car needs new tyres before winter.",
+        "I planted tomatoes on the balcony.",
+    ];
+    turns.extend((0..5).map(|i| tagged(200 + i, kept[i as usize].to_string(), "keep")));
+    ingest(&mut engine, turns, true);
+    let filtered = |filter: serde_json::Value, k: usize| {
+        engine
+            .search(&SearchRequest {
+                filter: ScopeFilter::user("u"),
+                query: "How do I take my coffee?".into(),
+                k: Some(k),
+                budget: None,
+                asked_at: None,
+                condition: Some(aril_engine::Condition::from_mem0(&filter).unwrap()),
+            })
+            .unwrap()
+    };
+    let r = filtered(serde_json::json!({"kind": "keep"}), 5);
+    let mut found: Vec<&str> = r.results.iter().map(|h| h.text.as_str()).collect();
+    found.sort_unstable();
+    let mut expected: Vec<String> = kept.iter().map(|t| format!("User: {t}")).collect();
+    expected.sort_unstable();
+    assert_eq!(
+        found, expected,
+        "all five, found deep under the coffee notes"
+    );
+    assert!(r.results.iter().all(|h| {
+        h.metadata
+            .as_ref()
+            .is_some_and(|m| m.get("kind") == Some(&serde_json::json!("keep")))
+    }));
+    // A numeric range over the noise: exactly the memories it admits.
+    let r = filtered(
+        serde_json::json!({"AND": [{"kind": "noise"}, {"n": {"gte": 10, "lt": 13}}]}),
+        10,
+    );
+    assert_eq!(r.results.len(), 3, "{r:?}");
+    // Nothing meets it: an empty answer, not an error.
+    assert!(
+        filtered(serde_json::json!({"kind": "other"}), 5)
+            .results
+            .is_empty()
+    );
 }

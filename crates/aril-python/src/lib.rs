@@ -237,6 +237,7 @@ impl Engine {
             k,
             budget,
             asked_at: Some(asked(asked_at.as_deref())?),
+            condition: None,
         };
         let response = self.read(py, |engine| {
             if sessions {

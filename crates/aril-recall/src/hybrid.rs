@@ -21,7 +21,10 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use aril_core::{Metadata, Role, ScopeFilter, SegmentId, Turn, TurnId, UnitId, UnitKind, tokens};
+use aril_core::{
+    Condition, Metadata, Role, ScopeFilter, SegmentId, Subject, Turn, TurnId, UnitId, UnitKind,
+    tokens,
+};
 use aril_embed::{Embedder, embed_question};
 use aril_index::{Hit, UnitSearch};
 use aril_store::Store;
@@ -56,7 +59,14 @@ pub struct SearchRequest {
     /// When the question is asked: relative dates in it ("last week") resolve against this.
     /// Without it they focus nothing (the servers and the CLI pass the time of the request).
     pub asked_at: Option<DateTime<Utc>>,
+    /// Only memories that meet it (metadata, times: Mem0's filter language) are returned; the
+    /// search reads deeper until `k` do or the scope is exhausted ([`MAX_FILTERED_DEPTH`]).
+    pub condition: Option<Condition>,
 }
+
+/// How deep a filtered search reads each list at most: it starts at `recall.candidates` and
+/// reads four times deeper while fewer than `k` memories meet the condition.
+pub const MAX_FILTERED_DEPTH: usize = 4096;
 
 /// Where a result comes from, in the source's own ids.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -147,20 +157,39 @@ impl Recall<'_> {
     /// Recalls the units most relevant to a question inside a scope.
     pub fn search(&self, request: &SearchRequest) -> Result<SearchResponse, RecallError> {
         let (query, k) = checked(request, self.config.default_k)?;
-        let (qv, pre) = self.prefetched(
-            &request.filter,
-            query,
-            None,
-            request.asked_at,
-            self.config.candidates,
-        )?;
-        let candidates = self.fused_candidates(&request.filter, query, &qv, pre)?;
-        Ok(respond(
-            query,
-            &without_repeats(candidates),
-            k,
-            request.budget,
-        ))
+        let condition = request.condition.as_ref();
+        let mut config = self.config.clone();
+        let mut qv: Option<Vec<f32>> = None;
+        loop {
+            let depth = config.candidates;
+            let recall = Recall {
+                config: &config,
+                embedder: self.embedder.clone(),
+                ..*self
+            };
+            let (vector, pre) = recall.prefetched(
+                &request.filter,
+                query,
+                qv.as_deref(),
+                request.asked_at,
+                depth,
+            )?;
+            // Lists shorter than asked for hold every turn of the scope they can.
+            let exhausted = pre.dense_turns.len() < depth && pre.lexical.0.len() < depth;
+            let candidates = without_repeats(recall.fused_candidates(
+                &request.filter,
+                query,
+                &vector,
+                pre,
+                condition,
+            )?);
+            let deeper = (depth * 4).min(MAX_FILTERED_DEPTH);
+            if condition.is_none() || candidates.len() >= k || exhausted || deeper == depth {
+                return Ok(respond(query, &candidates, k, request.budget));
+            }
+            qv = Some(vector);
+            config.candidates = deeper;
+        }
     }
 
     /// Recalls the sessions most relevant to a question inside a scope: one hit per session (a
@@ -184,8 +213,10 @@ impl Recall<'_> {
         };
         let (qv, mut pre) =
             self.prefetched(&request.filter, query, None, request.asked_at, depth)?;
-        let listed = self.session_list(&pre.superseded, &pre.dense_turns, &mut pre.read)?;
-        let candidates = self.fused_candidates(&request.filter, query, &qv, pre)?;
+        let condition = request.condition.as_ref();
+        let listed =
+            self.session_list(&pre.superseded, condition, &pre.dense_turns, &mut pre.read)?;
+        let candidates = self.fused_candidates(&request.filter, query, &qv, pre, condition)?;
         let rank_of: HashMap<&SessionKey, usize> = listed.iter().zip(1..).collect();
         let mut seen = HashSet::new();
         let mut best: Vec<Candidate> = Vec::new();
@@ -213,6 +244,7 @@ impl Recall<'_> {
     fn session_list(
         &self,
         superseded: &HashSet<TurnId>,
+        condition: Option<&Condition>,
         dense_turns: &[Hit],
         read: &mut TurnsById,
     ) -> Result<Vec<SessionKey>, RecallError> {
@@ -228,7 +260,7 @@ impl Recall<'_> {
             let Some(turn) = h.unit.turn().and_then(|id| read.get(id)) else {
                 continue;
             };
-            if hidden(turn, superseded, now) {
+            if hidden(turn, superseded, condition, now) {
                 continue;
             }
             let key = session_key(turn);
@@ -365,7 +397,7 @@ impl Recall<'_> {
     ) -> Result<Vec<Candidate>, RecallError> {
         let (_, pre) =
             self.prefetched(filter, query, Some(qv), asked_at, self.config.candidates)?;
-        self.fused_candidates(filter, query, qv, pre)
+        self.fused_candidates(filter, query, qv, pre, None)
     }
 
     /// [`Recall::hybrid_candidates`] with what the search has read already ([`Prefetched`]).
@@ -375,6 +407,7 @@ impl Recall<'_> {
         query: &str,
         qv: &[f32],
         pre: Prefetched,
+        condition: Option<&Condition>,
     ) -> Result<Vec<Candidate>, RecallError> {
         let Prefetched {
             mut dense_turns,
@@ -428,7 +461,7 @@ impl Recall<'_> {
             ],
             r.rrf_k,
         );
-        let mut candidates = self.resolve(&fused, &superseded, read)?;
+        let mut candidates = self.resolve(&fused, &superseded, condition, read)?;
         if r.w_present > 0.0 && present::asks_about_present(query, r.present_tense) {
             present::newest_first(&mut candidates, c, r.w_present, r.rrf_k);
         }
@@ -614,6 +647,7 @@ impl Recall<'_> {
         &self,
         fused: &[(UnitId, f32)],
         superseded: &HashSet<TurnId>,
+        condition: Option<&Condition>,
         mut read: TurnsById,
     ) -> Result<Vec<Candidate>, RecallError> {
         let segment_ids: Vec<SegmentId> = fused
@@ -634,7 +668,7 @@ impl Recall<'_> {
         let now = Utc::now();
         let turns: TurnsById = read
             .into_iter()
-            .filter(|(_, t)| !hidden(t, superseded, now))
+            .filter(|(_, t)| !hidden(t, superseded, condition, now))
             .collect();
         let mut out = Vec::with_capacity(fused.len());
         for (unit, score) in fused {
@@ -658,10 +692,26 @@ impl Recall<'_> {
     }
 }
 
-/// Whether recall skips a turn: a newer version of its memory replaces it (`superseded`), or its
-/// memory has expired at `now`.
-fn hidden(turn: &Turn, superseded: &HashSet<TurnId>, now: DateTime<Utc>) -> bool {
-    superseded.contains(&turn.id) || turn.turn.lifecycle.expired(now)
+/// Whether recall skips a turn: a newer version of its memory replaces it (`superseded`), its
+/// memory has expired at `now`, or it does not meet the request's `condition`.
+fn hidden(
+    turn: &Turn,
+    superseded: &HashSet<TurnId>,
+    condition: Option<&Condition>,
+    now: DateTime<Utc>,
+) -> bool {
+    superseded.contains(&turn.id)
+        || turn.turn.lifecycle.expired(now)
+        || condition.is_some_and(|c| !c.admits(&subject(turn)))
+}
+
+/// A turn as a filter sees it: its metadata, when it was said (else stored), when stored.
+pub fn subject(turn: &Turn) -> Subject<'_> {
+    Subject {
+        metadata: turn.turn.metadata.as_ref(),
+        created_at: turn.turn.event_time.unwrap_or(turn.ingest_time),
+        updated_at: turn.ingest_time,
+    }
 }
 
 /// What a scoped thread returned; its panic goes on in the caller.

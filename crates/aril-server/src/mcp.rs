@@ -490,6 +490,7 @@ impl MemoryTools {
                     k: check_k(args.k)?,
                     budget: args.budget,
                     asked_at: Some(asked_at(args.asked_at.as_deref())?),
+                    condition: None,
                 };
                 let response = self.state.read(move |e| e.search(&request)).await?;
                 let context = response

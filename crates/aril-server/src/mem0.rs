@@ -620,6 +620,7 @@ pub(crate) async fn search_scope(
         k,
         budget: None,
         asked_at: Some(chrono::Utc::now()),
+        condition: None,
     };
     let results = state
         .read(move |engine| {

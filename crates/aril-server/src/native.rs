@@ -221,6 +221,7 @@ async fn search(
         k: check_k(body.k)?,
         budget: body.budget,
         asked_at: Some(asked_at(body.asked_at.as_deref())?),
+        condition: None,
     };
     let sessions = body.sessions;
     Ok(axum::Json(

@@ -205,6 +205,7 @@ pub fn build(
         k: Some(1),
         budget: None,
         asked_at: None,
+        condition: None,
     })?;
     done.index_s = started.elapsed().as_secs_f64();
     done.write(&dir)?;

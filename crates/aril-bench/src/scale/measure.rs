@@ -195,6 +195,7 @@ pub fn measure(
         k: Some(k),
         budget,
         asked_at: asked_at(case),
+        condition: None,
     };
     let mut latencies = Vec::with_capacity(searches);
     let mut by_question: HashMap<usize, Vec<f64>> = HashMap::new();

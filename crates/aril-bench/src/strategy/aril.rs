@@ -46,6 +46,7 @@ fn request(case: &Case, k: usize) -> SearchRequest {
         // The question's own date when the file gives one (LongMemEval); else relative
         // dates focus nothing (LoCoMo, HotpotQA have none).
         asked_at: case.question_date.as_deref().and_then(parse_date),
+        condition: None,
     }
 }
 
