@@ -291,7 +291,9 @@ fn check_operand(field: &Field, op: Op, operand: &Value, time: bool) -> Result<(
         Op::Icontains if !operand.is_string() => Err(invalid(format!(
             "the icontains filter on {name} takes a string"
         ))),
-        _ if matches!(field, Field::Scope(_)) && (op != Op::Eq || !operand.is_string()) => {
+        _ if matches!(field, Field::Scope(_))
+            && (op != Op::Eq || !(operand.is_string() || operand.is_null())) =>
+        {
             Err(invalid(format!(
                 "{name} in the filters takes one string (the scope): it has no operators"
             )))
@@ -419,6 +421,12 @@ fn lift_scope(
             scope.push((name, value));
             Ok(None)
         }
+        // `{"agent_id": null}`: no value given, as when the key is left out.
+        Condition::Test {
+            field: Field::Scope(_),
+            op: Op::Eq,
+            operand: Value::Null,
+        } => Ok(None),
         Condition::All(parts) => {
             let mut rest = Vec::new();
             for part in parts {

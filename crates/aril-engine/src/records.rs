@@ -6,12 +6,18 @@
 //! Every call takes who may see what (`access`, true for a user id the caller may read): a memory
 //! of another user is reported as missing, not as forbidden, so its existence does not leak.
 
-use aril_core::{Card, CardId, METADATA_RESERVED_KEY, Metadata, Role, ScopeFilter, Turn, TurnId};
+use aril_core::{
+    Card, CardId, Condition, METADATA_RESERVED_KEY, Metadata, Role, ScopeFilter, Subject, Turn,
+    TurnId,
+};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::{CardMemory, DeleteReport, Engine, EngineError, MemoryEdit, MemoryView};
+
+/// Memories a filtered listing reads from the store at a time.
+const SCAN_PAGE: u64 = 1000;
 
 /// Who may see a memory: true for the user ids the caller may read.
 pub type Access<'a> = &'a dyn Fn(&str) -> bool;
@@ -201,19 +207,53 @@ impl Engine {
         found.ok_or_else(|| EngineError::UnknownMemory(id.to_string()))
     }
 
-    /// A page of a scope's memories as they stand now, oldest first, and how many it has.
+    /// A page of a scope's memories as they stand now, oldest first, and how many it has; with
+    /// a condition, of those that meet it (and how many do).
     pub fn record_page(
         &self,
         filter: &ScopeFilter,
+        condition: Option<&Condition>,
         offset: u64,
         limit: u64,
     ) -> Result<(Vec<MemoryRecord>, u64), EngineError> {
-        let (turns, total) = self.list_memories(filter, offset, limit)?;
-        let records = self.memory_views(turns)?;
-        Ok((
-            records.into_iter().map(MemoryRecord::from_view).collect(),
-            total,
-        ))
+        let Some(condition) = condition else {
+            let (turns, total) = self.list_memories(filter, offset, limit)?;
+            let records = self.memory_views(turns)?;
+            return Ok((
+                records.into_iter().map(MemoryRecord::from_view).collect(),
+                total,
+            ));
+        };
+        // Metadata and times are in no index: the scope's memories are read in store order, a
+        // page at a time, and tested; the count needs them all.
+        let mut page = Vec::new();
+        let mut met = 0u64;
+        let mut read = 0u64;
+        loop {
+            let (turns, total) = self.list_memories(filter, read, SCAN_PAGE)?;
+            if turns.is_empty() {
+                break;
+            }
+            read += turns.len() as u64;
+            for view in self.memory_views(turns)? {
+                let subject = Subject {
+                    metadata: view.current.turn.metadata.as_ref(),
+                    created_at: view.created,
+                    updated_at: view.current.ingest_time,
+                };
+                if !condition.admits(&subject) {
+                    continue;
+                }
+                if met >= offset && (page.len() as u64) < limit {
+                    page.push(MemoryRecord::from_view(view));
+                }
+                met += 1;
+            }
+            if read >= total {
+                break;
+            }
+        }
+        Ok((page, met))
     }
 
     /// Writes the memory's next version; returns the memory as it now stands. A card memory

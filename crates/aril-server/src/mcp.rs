@@ -8,7 +8,8 @@
 //! still names its user.
 
 use aril_engine::{
-    Grant, MemoryEdit, Metadata, SearchRequest, TurnDefaults, TurnIn, parse_expiry, parse_lifecycle,
+    Condition, Grant, MemoryEdit, Metadata, SearchRequest, TurnDefaults, TurnIn, parse_expiry,
+    parse_lifecycle,
 };
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
@@ -84,21 +85,38 @@ pub struct ScopeArgsIn {
     pub agent_id: Option<String>,
     /// Narrow to one run (conversation) of the user.
     pub run_id: Option<String>,
-    /// Mem0-style filters: `{"user_id": …}` or `{"AND": [{"user_id": …}, {"run_id": …}]}`.
+    /// Mem0 filters: the scope (`{"user_id": …}`, or inside a top-level `AND`) and, for
+    /// searching and listing, conditions on metadata keys and `created_at` / `updated_at`, e.g.
+    /// `{"AND": [{"user_id": "sam"}, {"category": {"in": ["food", "travel"]}}]}` (operators eq, ne,
+    /// in, nin, gt, gte, lt, lte, contains, icontains; "*" for any value; AND, OR, NOT).
     pub filters: Option<Value>,
 }
 
 impl ScopeArgsIn {
-    fn resolve(self, caller: &Caller) -> Result<aril_engine::ScopeFilter, ApiError> {
+    fn args(self) -> Result<ScopeArgs, ApiError> {
         let mut args = ScopeArgs {
             user_id: self.user_id,
             agent_id: self.agent_id,
             run_id: self.run_id,
+            condition: None,
         };
         if let Some(f) = &self.filters {
             args.add_filters(f)?;
         }
-        args.filter(caller)
+        Ok(args)
+    }
+
+    /// The scope; filters beyond it are refused (the tool takes none).
+    fn resolve(self, caller: &Caller) -> Result<aril_engine::ScopeFilter, ApiError> {
+        self.args()?.filter(caller)
+    }
+
+    /// The scope and the condition the filters set on its memories.
+    fn resolve_with_condition(
+        self,
+        caller: &Caller,
+    ) -> Result<(aril_engine::ScopeFilter, Option<Condition>), ApiError> {
+        self.args()?.filter_and_condition(caller)
     }
 }
 
@@ -289,8 +307,9 @@ impl MemoryTools {
         answer(
             async {
                 let caller = self.caller(&ctx)?;
-                let filter = args.scope.resolve(&caller)?;
-                search_scope(&self.state, filter, args.query, check_k(args.top_k)?).await
+                let (filter, condition) = args.scope.resolve_with_condition(&caller)?;
+                let k = check_k(args.top_k)?;
+                search_scope(&self.state, filter, condition, args.query, k).await
             }
             .await,
         )
@@ -305,10 +324,11 @@ impl MemoryTools {
         answer(
             async {
                 let caller = self.caller(&ctx)?;
-                let filter = args.scope.resolve(&caller)?;
+                let (filter, condition) = args.scope.resolve_with_condition(&caller)?;
                 page_of(
                     &self.state,
                     filter,
+                    condition,
                     args.page.unwrap_or(1),
                     args.page_size.unwrap_or(100),
                 )

@@ -14,8 +14,9 @@
 //! history) live in [`crate::memory`].
 
 use aril_engine::{
-    Category, EncodeConfig, EncodeOutcome, EngineError, Grant, Guidance, Lifecycle, Metadata, Role,
-    Scope, ScopeFilter, SearchRequest, TurnDefaults, TurnId, TurnIn, parse_lifecycle,
+    Category, Condition, EncodeConfig, EncodeOutcome, EngineError, Grant, Guidance, Lifecycle,
+    Metadata, Role, Scope, ScopeFilter, SearchRequest, TurnDefaults, TurnId, TurnIn,
+    parse_lifecycle,
 };
 use axum::extract::{Path, State};
 use axum::routing::{get, post};
@@ -123,6 +124,8 @@ pub(crate) struct ScopeArgs {
     pub user_id: Option<String>,
     pub agent_id: Option<String>,
     pub run_id: Option<String>,
+    /// What the filters ask beyond the scope (metadata, times).
+    pub condition: Option<Condition>,
 }
 
 impl ScopeArgs {
@@ -150,24 +153,26 @@ impl ScopeArgs {
         }
     }
 
+    /// Takes Mem0 `filters`: the scope keys of its top-level conjunction into the scope, the
+    /// rest (metadata, times) as the condition.
     pub(crate) fn add_filters(&mut self, filters: &Value) -> Result<(), ApiError> {
-        let Value::Object(map) = filters else {
-            return Err(ApiError::bad_request("filters must be an object"));
-        };
-        for (k, v) in map {
-            if k == "AND" {
-                let Value::Array(parts) = v else {
-                    return Err(ApiError::bad_request("filters.AND must be a list"));
-                };
-                for part in parts {
-                    self.add_filters(part)?;
-                }
-            } else if !self.take(k, v)? {
-                return Err(ApiError::bad_request(format!(
-                    "filter {k:?} is not supported: aril filters by user_id, agent_id and run_id"
-                )));
+        let lifted = Condition::from_mem0(filters)
+            .and_then(Condition::take_scope)
+            .map_err(|e| ApiError::bad_request(format!("filters: {}", e.0)))?;
+        let named = [
+            ("user_id", lifted.user_id),
+            ("agent_id", lifted.agent_id),
+            ("run_id", lifted.run_id),
+        ];
+        for (key, value) in named {
+            if let Some(v) = value {
+                self.take(key, &Value::String(v))?;
             }
         }
+        self.condition = match (self.condition.take(), lifted.rest) {
+            (Some(a), Some(b)) => Some(Condition::All(vec![a, b])),
+            (a, b) => a.or(b),
+        };
         Ok(())
     }
 
@@ -187,8 +192,23 @@ impl ScopeArgs {
         Ok(scope)
     }
 
+    /// The scope, for a request that takes no condition: filters beyond the scope are refused.
     pub(crate) fn filter(self, caller: &Caller) -> Result<ScopeFilter, ApiError> {
+        if self.condition.is_some() {
+            return Err(ApiError::bad_request(
+                "filters beyond user_id, agent_id and run_id apply to search and get_all only",
+            ));
+        }
         caller.filter(self.user_id, self.agent_id, self.run_id)
+    }
+
+    /// The scope and the condition its memories must meet.
+    pub(crate) fn filter_and_condition(
+        self,
+        caller: &Caller,
+    ) -> Result<(ScopeFilter, Option<Condition>), ApiError> {
+        let scope = caller.filter(self.user_id, self.agent_id, self.run_id)?;
+        Ok((scope, self.condition))
     }
 }
 
@@ -599,10 +619,10 @@ async fn search(
     ApiJson(mut body): ApiJson<SearchBody>,
 ) -> Result<axum::Json<Results>, ApiError> {
     let scope = ScopeArgs::gather(&mut body.rest, body.filters.as_ref())?;
-    let filter = scope.filter(&caller)?;
+    let (filter, condition) = scope.filter_and_condition(&caller)?;
     let k = check_k(body.top_k.or(body.limit))?;
     Ok(axum::Json(
-        search_scope(&state, filter, body.query, k).await?,
+        search_scope(&state, filter, condition, body.query, k).await?,
     ))
 }
 
@@ -610,6 +630,7 @@ async fn search(
 pub(crate) async fn search_scope(
     state: &AppState,
     filter: ScopeFilter,
+    condition: Option<Condition>,
     query: String,
     k: Option<usize>,
 ) -> Result<Results, ApiError> {
@@ -620,7 +641,7 @@ pub(crate) async fn search_scope(
         k,
         budget: None,
         asked_at: Some(chrono::Utc::now()),
-        condition: None,
+        condition,
     };
     let results = state
         .read(move |engine| {
@@ -701,6 +722,7 @@ pub(crate) struct Page {
 pub(crate) async fn page_of(
     state: &AppState,
     filter: ScopeFilter,
+    condition: Option<Condition>,
     page: u64,
     page_size: u64,
 ) -> Result<Page, ApiError> {
@@ -710,7 +732,7 @@ pub(crate) async fn page_of(
         .checked_mul(size)
         .ok_or_else(|| ApiError::bad_request(format!("page {page} is out of range")))?;
     let (results, count) = state
-        .read(move |engine| engine.record_page(&filter, offset, size))
+        .read(move |engine| engine.record_page(&filter, condition.as_ref(), offset, size))
         .await?;
     Ok(Page {
         count,
@@ -733,11 +755,18 @@ async fn get_all(
     ApiJson(mut body): ApiJson<GetAllBody>,
 ) -> Result<axum::Json<Page>, ApiError> {
     let scope = ScopeArgs::gather(&mut body.rest, body.filters.as_ref())?;
-    let filter = scope.filter(&caller)?;
+    let (filter, condition) = scope.filter_and_condition(&caller)?;
     let page = one_of("page", paging.page, body.page)?;
     let page_size = one_of("page_size", paging.page_size, body.page_size)?;
     Ok(axum::Json(
-        page_of(&state, filter, page.unwrap_or(1), page_size.unwrap_or(100)).await?,
+        page_of(
+            &state,
+            filter,
+            condition,
+            page.unwrap_or(1),
+            page_size.unwrap_or(100),
+        )
+        .await?,
     ))
 }
 
@@ -766,6 +795,7 @@ async fn get_all_query(
         page_of(
             &state,
             filter,
+            None,
             q.page.unwrap_or(1),
             q.page_size.unwrap_or(100),
         )

@@ -17,6 +17,7 @@ use utoipa_axum::routes;
 use crate::auth::Caller;
 use crate::error::ErrorBody;
 use crate::extract::{ApiJson, ApiQuery};
+use crate::mem0::ScopeArgs;
 use crate::{ApiError, AppState};
 
 /// The OpenAPI tag of these routes.
@@ -176,6 +177,10 @@ struct SearchBody {
     /// --sessions`).
     #[serde(default)]
     sessions: bool,
+    /// Mem0's filter language over metadata keys and `created_at` / `updated_at` (the scope
+    /// keys may be given here too): only memories that meet it are returned.
+    #[schema(value_type = Option<Object>)]
+    filters: Option<serde_json::Value>,
 }
 
 pub(crate) fn check_k(k: Option<usize>) -> Result<Option<usize>, ApiError> {
@@ -215,13 +220,23 @@ async fn search(
     ApiJson(body): ApiJson<SearchBody>,
 ) -> Result<axum::Json<SearchResponse>, ApiError> {
     check_query(&body.query)?;
+    let mut scope = ScopeArgs {
+        user_id: body.user_id,
+        agent_id: body.agent_id,
+        run_id: body.run_id,
+        condition: None,
+    };
+    if let Some(filters) = &body.filters {
+        scope.add_filters(filters)?;
+    }
+    let (filter, condition) = scope.filter_and_condition(&caller)?;
     let request = SearchRequest {
-        filter: caller.filter(body.user_id, body.agent_id, body.run_id)?,
+        filter,
         query: body.query,
         k: check_k(body.k)?,
         budget: body.budget,
         asked_at: Some(asked_at(body.asked_at.as_deref())?),
-        condition: None,
+        condition,
     };
     let sessions = body.sessions;
     Ok(axum::Json(

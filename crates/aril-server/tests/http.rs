@@ -1312,6 +1312,7 @@ async fn mem0_options_hold_on_the_embedded_store() {
     let s = Server::start().await;
     metadata_round_trips_through_the_mem0_routes(&s).await;
     expiry_and_immutability_hold_through_the_mem0_routes(&s).await;
+    filters_select_by_metadata_and_time_in_search_and_get_all(&s).await;
     s.stop().await;
 }
 
@@ -1322,5 +1323,195 @@ async fn mem0_options_hold_on_postgres() {
     let s = Server::start_at(&at, Config::default(), |state| state).await;
     metadata_round_trips_through_the_mem0_routes(&s).await;
     expiry_and_immutability_hold_through_the_mem0_routes(&s).await;
+    filters_select_by_metadata_and_time_in_search_and_get_all(&s).await;
     s.stop().await;
+}
+
+/// Mem0 filters on metadata keys and times, in search (Mem0 and native) and get_all: only
+/// memories that meet them, counted as such; an unknown operator, or a condition where only a
+/// scope is taken, is a 400.
+async fn filters_select_by_metadata_and_time_in_search_and_get_all(s: &Server) {
+    let add = |text: &str, metadata: Value, timestamp: i64| {
+        json!({"user_id": "carol", "messages": [{"role": "user", "content": text}],
+               "metadata": metadata, "timestamp": timestamp})
+    };
+    for body in [
+        add(
+            "I love Thai green curry.",
+            json!({"topic": "food", "stars": 5}),
+            1_704_067_200,
+        ),
+        add(
+            "Sushi on Fridays is our ritual.",
+            json!({"topic": "food", "stars": 3}),
+            1_714_521_600,
+        ),
+        add(
+            "We hiked the Lousa mountains.",
+            json!({"topic": "travel", "stars": 4}),
+            1_714_521_600,
+        ),
+        add(
+            "My curry recipe uses lemongrass.",
+            json!({"topic": "cooking"}),
+            1_717_200_000,
+        ),
+    ] {
+        let (st, reply) = s
+            .call("POST", "/v1/memories/", &s.admin_key, Some(body))
+            .await;
+        assert_eq!(st, StatusCode::OK, "{reply}");
+    }
+    let texts = |page: &Value| -> Vec<String> {
+        let mut t: Vec<String> = page["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["memory"].as_str().unwrap().to_string())
+            .collect();
+        t.sort();
+        t
+    };
+    let search =
+        |filters: Value| json!({"query": "What food do I like?", "filters": filters, "top_k": 10});
+    let food = json!({"AND": [{"user_id": "carol"}, {"topic": "food"}]});
+    let (st, found) = s
+        .call(
+            "POST",
+            "/v3/memories/search/",
+            &s.admin_key,
+            Some(search(food.clone())),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{found}");
+    assert_eq!(
+        texts(&found),
+        vec![
+            "I love Thai green curry.",
+            "Sushi on Fridays is our ritual."
+        ]
+    );
+    let cases = [
+        (
+            json!({"user_id": "carol", "stars": {"gte": 4}}),
+            vec!["I love Thai green curry.", "We hiked the Lousa mountains."],
+        ),
+        (
+            json!({"user_id": "carol", "NOT": {"topic": {"in": ["food", "travel"]}}}),
+            vec!["My curry recipe uses lemongrass."],
+        ),
+        (
+            json!({"user_id": "carol", "OR": [{"topic": "travel"}, {"stars": {"lt": 4}}]}),
+            vec![
+                "Sushi on Fridays is our ritual.",
+                "We hiked the Lousa mountains.",
+            ],
+        ),
+        (
+            json!({"user_id": "carol", "created_at": {"gte": "2024-05-01", "lt": "2024-06-01"}}),
+            vec![
+                "Sushi on Fridays is our ritual.",
+                "We hiked the Lousa mountains.",
+            ],
+        ),
+        (
+            json!({"user_id": "carol", "stars": "*", "topic": {"icontains": "FOO"}}),
+            vec![
+                "I love Thai green curry.",
+                "Sushi on Fridays is our ritual.",
+            ],
+        ),
+    ];
+    for (filters, expected) in cases {
+        let (st, page) = s
+            .call(
+                "POST",
+                "/v2/memories/",
+                &s.admin_key,
+                Some(json!({"filters": filters})),
+            )
+            .await;
+        assert_eq!(st, StatusCode::OK, "{page}");
+        assert_eq!(texts(&page), expected, "get_all {filters}");
+        assert_eq!(page["count"], expected.len(), "{filters}");
+        let (_, found) = s
+            .call(
+                "POST",
+                "/v3/memories/search/",
+                &s.admin_key,
+                Some(search(filters.clone())),
+            )
+            .await;
+        assert_eq!(texts(&found), expected, "search {filters}");
+    }
+    // A page of the filtered list counts what meets the filter.
+    let (_, page) = s
+        .call(
+            "POST",
+            "/v2/memories/?page=2&page_size=1",
+            &s.admin_key,
+            Some(json!({"filters": food})),
+        )
+        .await;
+    assert_eq!(
+        (page["count"].as_u64(), texts(&page).len()),
+        (Some(2), 1),
+        "{page}"
+    );
+    // The native search takes the same filters.
+    let (st, native) = s
+        .call(
+            "POST",
+            "/v1/search",
+            &s.admin_key,
+            Some(json!({"query": "mountains", "user_id": "carol",
+            "filters": {"topic": "travel"}})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{native}");
+    let hits = native["results"].as_array().unwrap();
+    assert_eq!(hits.len(), 1, "{native}");
+    assert!(
+        hits[0]["text"].as_str().unwrap().contains("Lousa"),
+        "{native}"
+    );
+    // Refused: an unknown operator; a condition on add, which takes a scope only.
+    let (st, err) = s
+        .call(
+            "POST",
+            "/v3/memories/search/",
+            &s.admin_key,
+            Some(search(
+                json!({"user_id": "carol", "stars": {"between": [1, 3]}}),
+            )),
+        )
+        .await;
+    assert_eq!(st, StatusCode::BAD_REQUEST, "{err}");
+    assert!(
+        err["detail"]
+            .as_str()
+            .unwrap()
+            .contains("unknown filter operator"),
+        "{err}"
+    );
+    let (st, err) = s
+        .call(
+            "POST",
+            "/v3/memories/add/",
+            &s.admin_key,
+            Some(json!({
+            "messages": [{"role": "user", "content": "x"}],
+            "filters": {"user_id": "carol", "topic": "food"}})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::BAD_REQUEST, "{err}");
+    let (st, err) = s
+        .call(
+            "POST",
+            "/v2/memories/",
+            &s.admin_key,
+            Some(json!({"filters": {"OR": [{"user_id": "carol"}, {"user_id": "bob"}]}})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::BAD_REQUEST, "{err}");
 }
