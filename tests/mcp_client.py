@@ -71,6 +71,14 @@ async def exercise(session, transport, user_arg):
     check(f"{transport}: search_memories", not r.is_error and any("Berlin" in m["memory"] for m in found["results"]), found)
     r = await session.call_tool("get_memories", {"page_size": 10, **user_arg})
     check(f"{transport}: get_memories", not r.is_error and payload(r)["count"] == 4, payload(r))
+    r = await session.call_tool("search_memories", {"query": "what do I run in?", "filters": {"category": "shoes"}, **user_arg})
+    check(f"{transport}: search_memories filters on metadata",
+          not r.is_error and [m["id"] for m in payload(r)["results"]] == [shoes], payload(r))
+    r = await session.call_tool("get_memories", {"filters": {"category": {"in": ["shoes", "socks"]}}, **user_arg})
+    check(f"{transport}: get_memories filters on metadata", not r.is_error and payload(r)["count"] == 1, payload(r))
+    r = await session.call_tool("get_memories", {"filters": {"category": {"near": "shoes"}}, **user_arg})
+    check(f"{transport}: an unknown filter operator is a tool error",
+          r.is_error and "unknown filter operator" in payload(r)["message"], payload(r))
     r = await session.call_tool("get_memory", {"memory_id": mid})
     check(f"{transport}: get_memory", not r.is_error and "Berlin" in payload(r)["memory"], payload(r))
     r = await session.call_tool("recall_context", {"query": "what injury did she have?", "budget": 200, **user_arg})

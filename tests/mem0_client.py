@@ -53,6 +53,13 @@ def main():
         check("add keeps the metadata", client.get(porto_id)["metadata"] == tags, client.get(porto_id))
         moved = client.search("where did she move?", filters={"user_id": "alice"}, top_k=5)["results"]
         check("search returns the metadata", [r["metadata"] for r in moved if r["id"] == porto_id] == [tags], moved)
+        by_source = {"AND": [{"user_id": "alice"}, {"source": "email"}]}
+        tagged = client.search("where did she move?", filters=by_source, top_k=5)["results"]
+        check("search filters on metadata", [r["id"] for r in tagged] == [porto_id], tagged)
+        listed = client.get_all(filters={"AND": [{"user_id": "alice"}, {"tags": {"contains": "travel"}}]})
+        check("get_all filters on metadata", [m["id"] for m in listed["results"]] == [porto_id], listed)
+        err = raises(lambda: client.search("x", filters={"AND": [{"user_id": "alice"}, {"source": {"like": "e%"}}]}))
+        check("an unknown filter operator is refused", err is not None and "unknown filter operator" in str(err), err)
         err = raises(lambda: client.add("Not kept.", user_id="alice", metadata={"aril": 1}))
         check("the reserved metadata key is refused", err is not None and "reserved" in str(err), err)
         err = raises(lambda: client.add("Not kept either.", user_id="alice", custom_instructions="Be terse."))

@@ -412,6 +412,12 @@ pub struct SearchCmd {
     /// speak of the question in several turns lifted (`recall.w_sessions`).
     #[arg(long)]
     pub sessions: bool,
+    /// Keep only memories that meet this filter (JSON, Mem0's language): e.g.
+    /// `{"topic": "food"}`, `{"stars": {"gte": 4}}`, `{"created_at": {"gte": "2024-05-01"}}`,
+    /// combined with AND / OR / NOT; operators eq, ne, in, nin, gt, gte, lt, lte, contains,
+    /// icontains, and "*" for any value.
+    #[arg(long, value_name = "JSON")]
+    pub filter: Option<String>,
     /// Print the results as JSON (ids, kinds, source turns, times, scores, tokens).
     #[arg(long)]
     pub json: bool,

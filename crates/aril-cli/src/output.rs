@@ -1,8 +1,15 @@
 //! Read commands: `search`, `segments`, `stats`, as text tables or JSON.
 
-use aril_engine::{Engine, SearchRequest};
+use aril_engine::{Condition, Engine, SearchRequest};
 
 use crate::args::{ProfileCmd, SearchCmd, SegmentsCmd, StatsCmd};
+
+/// `--filter JSON`: the condition it sets (the scope comes from the scope flags).
+fn parse_filter(text: &str) -> anyhow::Result<Option<Condition>> {
+    let value: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| anyhow::anyhow!("--filter is not JSON: {e}"))?;
+    Condition::unscoped(&value).map_err(|e| anyhow::anyhow!("--filter: {e}"))
+}
 
 pub fn search(engine: Engine, cmd: &SearchCmd) -> anyhow::Result<()> {
     let request = SearchRequest {
@@ -11,7 +18,12 @@ pub fn search(engine: Engine, cmd: &SearchCmd) -> anyhow::Result<()> {
         k: cmd.k,
         budget: cmd.budget,
         asked_at: Some(crate::args::parse_at(cmd.at.as_deref())?.unwrap_or_else(chrono::Utc::now)),
-        condition: None,
+        condition: cmd
+            .filter
+            .as_deref()
+            .map(parse_filter)
+            .transpose()?
+            .flatten(),
     };
     let response = if cmd.sessions {
         engine.search_sessions(&request)?

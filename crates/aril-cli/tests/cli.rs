@@ -1159,3 +1159,60 @@ fn a_proxy_says_what_is_wrong_with_its_upstream() {
     drop(served);
     assert_eq!(count(dir.path(), "turns"), 1, "nothing stored");
 }
+
+/// `aril search --filter JSON` keeps the memories that meet it; a filter aril cannot read fails
+/// and says why.
+#[test]
+fn search_filters_on_metadata() {
+    let dir = tempfile::tempdir().unwrap();
+    for (text, metadata) in [
+        ("I love Thai green curry.", r#"{"topic": "food"}"#),
+        ("We hiked the Lousa mountains.", r#"{"topic": "travel"}"#),
+    ] {
+        ok(aril(dir.path()).args(["add", "--user", "u", "--metadata", metadata, text]));
+    }
+    let search = |filter: &str| {
+        let out = ok(aril(dir.path()).args([
+            "search",
+            "--user",
+            "u",
+            "--json",
+            "--filter",
+            filter,
+            "What do I like?",
+        ]));
+        let response: serde_json::Value = serde_json::from_str(&out).unwrap();
+        response["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["text"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        search(r#"{"topic": "travel"}"#),
+        vec!["User: We hiked the Lousa mountains."]
+    );
+    assert_eq!(
+        search(r#"{"NOT": {"topic": "travel"}}"#),
+        vec!["User: I love Thai green curry."]
+    );
+    let err = fails(aril(dir.path()).args([
+        "search",
+        "--user",
+        "u",
+        "--filter",
+        r#"{"topic": {"like": "f%"}}"#,
+        "x",
+    ]));
+    assert!(err.contains("unknown filter operator"), "{err}");
+    let err = fails(aril(dir.path()).args([
+        "search",
+        "--user",
+        "u",
+        "--filter",
+        r#"{"user_id": "v"}"#,
+        "x",
+    ]));
+    assert!(err.contains("apart from the filters"), "{err}");
+}

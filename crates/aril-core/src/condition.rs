@@ -191,6 +191,18 @@ impl Condition {
         })
     }
 
+    /// A filter for callers that name the scope apart (arguments, flags): a scope key in it is
+    /// refused. `None` when it sets no condition.
+    pub fn unscoped(filter: &Value) -> Result<Option<Condition>, InvalidInput> {
+        let lifted = Condition::from_mem0(filter)?.take_scope()?;
+        if lifted.user_id.is_some() || lifted.agent_id.is_some() || lifted.run_id.is_some() {
+            return Err(invalid(
+                "give user_id, agent_id and run_id apart from the filters, not in them",
+            ));
+        }
+        Ok(lifted.rest)
+    }
+
     fn refuse_scope(&self) -> Result<(), InvalidInput> {
         match self {
             Condition::All(parts) | Condition::Any(parts) => {

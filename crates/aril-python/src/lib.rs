@@ -16,8 +16,8 @@ use std::sync::{Arc, RwLock};
 
 use aril_engine::llm::{ChatModel, LlmError, OpenAiClient, Role};
 use aril_engine::{
-    AskRequest, Config, ConsolidateOptions, Engine as Inner, EngineError, MemoryEdit, ScopeFilter,
-    SearchRequest, StoreAt, TurnDefaults, TurnIn, parse_expiry, parse_time,
+    AskRequest, Condition, Config, ConsolidateOptions, Engine as Inner, EngineError, MemoryEdit,
+    ScopeFilter, SearchRequest, StoreAt, TurnDefaults, TurnIn, parse_expiry, parse_time,
 };
 use pyo3::prelude::*;
 use serde::Serialize;
@@ -41,6 +41,17 @@ fn asked(at: Option<&str>) -> PyResult<chrono::DateTime<chrono::Utc>> {
         Some(at) => parse_time(at).map_err(errors::to_py),
         None => Ok(chrono::Utc::now()),
     }
+}
+
+/// The condition of a `filters` argument (Mem0's filter language, as JSON text); the scope is
+/// given by the arguments, so scope keys in it are refused.
+fn condition(filters_json: Option<&str>) -> PyResult<Option<Condition>> {
+    let Some(text) = filters_json else {
+        return Ok(None);
+    };
+    let value: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| invalid(format!("filters: {e}")))?;
+    Condition::unscoped(&value).map_err(|e| invalid(format!("filters: {}", e.0)))
 }
 
 /// The scope a read or a deletion names.
@@ -211,7 +222,7 @@ impl Engine {
     /// Recalls what is relevant to `query` inside a scope, within `k` units and `budget` o200k
     /// tokens; `asked_at` (RFC 3339, default now) is when relative dates in it count from;
     /// `sessions` ranks sessions, one result each.
-    #[pyo3(signature = (query, user_id, agent_id=None, run_id=None, k=None, budget=None, asked_at=None, sessions=false))]
+    #[pyo3(signature = (query, user_id, agent_id=None, run_id=None, k=None, budget=None, asked_at=None, sessions=false, filters_json=None))]
     #[allow(clippy::too_many_arguments)]
     fn search(
         &self,
@@ -224,6 +235,7 @@ impl Engine {
         budget: Option<usize>,
         asked_at: Option<String>,
         sessions: bool,
+        filters_json: Option<String>,
     ) -> PyResult<String> {
         if query.trim().is_empty() {
             return Err(invalid("query must not be empty"));
@@ -237,7 +249,7 @@ impl Engine {
             k,
             budget,
             asked_at: Some(asked(asked_at.as_deref())?),
-            condition: None,
+            condition: condition(filters_json.as_deref())?,
         };
         let response = self.read(py, |engine| {
             if sessions {
@@ -254,8 +266,10 @@ impl Engine {
         json(&self.read(py, |engine| engine.record(&id, &everyone))?)
     }
 
-    /// A page of a scope's memories as they stand now, oldest first, with the total.
-    #[pyo3(signature = (user_id, agent_id=None, run_id=None, offset=0, limit=100))]
+    /// A page of a scope's memories as they stand now, oldest first, with the total; with
+    /// `filters_json`, of those that meet it.
+    #[pyo3(signature = (user_id, agent_id=None, run_id=None, offset=0, limit=100, filters_json=None))]
+    #[allow(clippy::too_many_arguments)]
     fn get_all(
         &self,
         py: Python<'_>,
@@ -264,7 +278,9 @@ impl Engine {
         run_id: Option<String>,
         offset: u64,
         limit: u64,
+        filters_json: Option<String>,
     ) -> PyResult<String> {
+        let condition = condition(filters_json.as_deref())?;
         self.page(
             py,
             user_id,
@@ -272,7 +288,9 @@ impl Engine {
             run_id,
             offset,
             limit,
-            Inner::record_page,
+            |engine, filter, offset, limit| {
+                engine.record_page(filter, condition.as_ref(), offset, limit)
+            },
         )
     }
 

@@ -25,6 +25,11 @@ def test_the_client_round_trips_a_memory(server):
     assert [h.event for h in sam.history(mid)] == ["ADD", "UPDATE"]
     page = sam.get_all(user_id="sam", page_size=1)
     assert page.total == 2 and len(page) == 1
+    # Filters travel to the server's search and get_all.
+    mine = sam.get_all(user_id="sam", filters={"via": "client"})
+    assert mine.total == 2
+    assert sam.get_all(user_id="sam", filters={"via": {"ne": "client"}}).total == 0
+    assert "Porto" in sam.search("race", user_id="sam", k=1, filters={"via": "client"})[0].text
     segments = sam.segments(user_id="sam")
     assert segments.total == len(segments.items)
     assert sam.profile(user_id="sam") == {"preferences": [], "traits": []}

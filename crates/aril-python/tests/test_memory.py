@@ -168,3 +168,20 @@ def test_a_search_releases_the_interpreter(memory):
     finally:
         sys.setswitchinterval(interval)
     assert ran_during_search
+
+
+def test_filters_keep_what_meets_them_in_search_and_get_all(memory):
+    said = [("I love Thai green curry.", {"topic": "food", "stars": 5}),
+            ("Sushi on Fridays is our ritual.", {"topic": "food", "stars": 3}),
+            ("We hiked the Lousa mountains.", {"topic": "travel", "stars": 4})]
+    for text, metadata in said:
+        memory.add(text, user_id="sam", metadata=metadata)
+    food = memory.search("What do I like to eat?", user_id="sam", k=5, filters={"topic": "food"})
+    assert sorted(h.text for h in food) == ["User: I love Thai green curry.", "User: Sushi on Fridays is our ritual."]
+    starred = memory.get_all(user_id="sam", filters={"OR": [{"topic": "travel"}, {"stars": {"gte": 5}}]})
+    assert starred.total == 2
+    assert sorted(m.text for m in starred) == ["I love Thai green curry.", "We hiked the Lousa mountains."]
+    with pytest.raises(aril.InvalidInputError, match="unknown filter operator"):
+        memory.search("food", user_id="sam", filters={"stars": {"between": [1, 5]}})
+    with pytest.raises(aril.InvalidInputError, match="apart from the filters"):
+        memory.get_all(user_id="sam", filters={"user_id": "kim"})

@@ -22,6 +22,14 @@ def _scope(user_id: str, agent_id: Optional[str], run_id: Optional[str]) -> Scop
     return {"user_id": user_id, "agent_id": agent_id, "run_id": run_id}
 
 
+def _filters(filters: Optional[Mapping[str, Any]]) -> Optional[Raw]:
+    if filters is None:
+        return None
+    if not isinstance(filters, Mapping):
+        raise InvalidInputError(f"filters must be a dict, got {type(filters).__name__}")
+    return dict(filters)
+
+
 class Api:
     """What ``Memory`` and ``Client`` share; a front implements the transport below."""
 
@@ -30,7 +38,8 @@ class Api:
     def _add(self, turns: List[Raw], flush: bool) -> Raw: raise NotImplementedError
     def _search(self, request: Raw) -> Raw: raise NotImplementedError
     def _get(self, memory_id: str) -> Raw: raise NotImplementedError
-    def _get_all(self, scope: Scope, offset: int, limit: int) -> Tuple[List[Raw], int]: raise NotImplementedError
+    def _get_all(self, scope: Scope, offset: int, limit: int,
+                 filters: Optional[Raw]) -> Tuple[List[Raw], int]: raise NotImplementedError
     def _update(self, memory_id: str, edit: Raw) -> Raw: raise NotImplementedError
     def _delete(self, memory_id: str) -> Raw: raise NotImplementedError
     def _delete_all(self, scope: Scope) -> Raw: raise NotImplementedError
@@ -86,12 +95,17 @@ class Api:
         budget: Optional[int] = None,
         at: Union[str, datetime, None] = None,
         sessions: bool = False,
+        filters: Optional[Mapping[str, Any]] = None,
     ) -> SearchResult:
         """Recalls what is relevant to ``query``: at most ``k`` hits and ``budget`` o200k tokens.
         ``at`` is when the question is asked (default now): "last week" counts from it.
-        ``sessions=True`` ranks sessions instead, one hit each."""
+        ``sessions=True`` ranks sessions instead, one hit each. ``filters`` (Mem0's language:
+        ``{"category": "food"}``, ``{"stars": {"gte": 4}}``, ``{"created_at": {"gte":
+        "2024-05-01"}}``, ``AND`` / ``OR`` / ``NOT``) keeps the memories that meet it: k of them
+        when the scope has k."""
         request = {**_scope(user_id, agent_id, run_id), "query": query, "k": k, "budget": budget,
-                   "asked_at": rfc3339(at, "at"), "sessions": sessions}
+                   "asked_at": rfc3339(at, "at"), "sessions": sessions,
+                   "filters": _filters(filters)}
         return SearchResult._from(self._search(request))
 
     def get(self, memory_id: str) -> MemoryItem:
@@ -106,14 +120,17 @@ class Api:
         run_id: Optional[str] = None,
         page: int = 1,
         page_size: int = 100,
+        filters: Optional[Mapping[str, Any]] = None,
     ) -> Page[MemoryItem]:
-        """A page of the scope's memories as they stand now, oldest first (1-based pages)."""
+        """A page of the scope's memories as they stand now, oldest first (1-based pages); with
+        ``filters`` (as ``search`` takes them), of those that meet them, and their count."""
         if page < 1 or not 1 <= page_size <= 1000:
             raise InvalidInputError(
                 f"page starts at 1 and page_size is 1-1000, got page={page}, page_size={page_size}"
             )
         offset = (page - 1) * page_size
-        items, total = self._get_all(_scope(user_id, agent_id, run_id), offset, page_size)
+        items, total = self._get_all(_scope(user_id, agent_id, run_id), offset, page_size,
+                                     _filters(filters))
         return Page([MemoryItem._from(m) for m in items], total, offset)
 
     def update(

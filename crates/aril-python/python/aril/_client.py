@@ -70,8 +70,14 @@ class Client(Api):
     def _get(self, memory_id: str) -> Raw:
         return self._call("GET", self._memory(memory_id))
 
-    def _get_all(self, scope: Scope, offset: int, limit: int) -> Tuple[List[Raw], int]:
-        raw = self._call("GET", "/v1/memories/", query={**scope, "page": offset // limit + 1, "page_size": limit})
+    def _get_all(self, scope: Scope, offset: int, limit: int,
+                 filters: Optional[Raw]) -> Tuple[List[Raw], int]:
+        paging = {"page": offset // limit + 1, "page_size": limit}
+        if filters is None:
+            raw = self._call("GET", "/v1/memories/", query={**scope, **paging})
+        else:
+            body = {**{k: v for k, v in scope.items() if v is not None}, "filters": filters}
+            raw = self._call("POST", "/v2/memories/", body, query=paging)
         return raw["results"], raw["count"]
 
     def _update(self, memory_id: str, edit: Raw) -> Raw:

@@ -89,15 +89,18 @@ class Memory(Api):
         return json.loads(self._engine.add(json.dumps(turns), flush))
 
     def _search(self, r: Raw) -> Raw:
+        filters = json.dumps(r["filters"]) if r["filters"] is not None else None
         return json.loads(self._engine.search(
             r["query"], r["user_id"], r["agent_id"], r["run_id"], r["k"], r["budget"],
-            r["asked_at"], r["sessions"]))
+            r["asked_at"], r["sessions"], filters))
 
     def _get(self, memory_id: str) -> Raw:
         return json.loads(self._engine.get(memory_id))
 
-    def _get_all(self, scope: Scope, offset: int, limit: int) -> Tuple[List[Raw], int]:
-        raw = json.loads(self._engine.get_all(*_scope(scope), offset, limit))
+    def _get_all(self, scope: Scope, offset: int, limit: int,
+                 filters: Optional[Raw]) -> Tuple[List[Raw], int]:
+        text = json.dumps(filters) if filters is not None else None
+        raw = json.loads(self._engine.get_all(*_scope(scope), offset, limit, text))
         return raw["items"], raw["total"]
 
     def _update(self, memory_id: str, edit: Raw) -> Raw:

@@ -47,6 +47,7 @@ class Engine:
         budget: Optional[int] = None,
         asked_at: Optional[str] = None,
         sessions: bool = False,
+        filters_json: Optional[str] = None,
     ) -> str: ...
     def get(self, id: str) -> str: ...
     def get_all(
@@ -56,6 +57,7 @@ class Engine:
         run_id: Optional[str] = None,
         offset: int = 0,
         limit: int = 100,
+        filters_json: Optional[str] = None,
     ) -> str: ...
     def update(
         self,
