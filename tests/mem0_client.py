@@ -58,6 +58,8 @@ def main():
         check("search filters on metadata", [r["id"] for r in tagged] == [porto_id], tagged)
         listed = client.get_all(filters={"AND": [{"user_id": "alice"}, {"tags": {"contains": "travel"}}]})
         check("get_all filters on metadata", [m["id"] for m in listed["results"]] == [porto_id], listed)
+        far = client.search("where did she move?", filters={"user_id": "alice"}, threshold=0.99)["results"]
+        check("a threshold near 1 keeps nothing", far == [], far)
         err = raises(lambda: client.search("x", filters={"AND": [{"user_id": "alice"}, {"source": {"like": "e%"}}]}))
         check("an unknown filter operator is refused", err is not None and "unknown filter operator" in str(err), err)
         err = raises(lambda: client.add("Not kept.", user_id="alice", metadata={"aril": 1}))

@@ -418,6 +418,10 @@ pub struct SearchCmd {
     /// icontains, and "*" for any value.
     #[arg(long, value_name = "JSON")]
     pub filter: Option<String>,
+    /// Keep only turns at least this similar to the question (cosine of their own vector, 0–1;
+    /// a turn of a role that is not embedded never is).
+    #[arg(long)]
+    pub threshold: Option<f32>,
     /// Print the results as JSON (ids, kinds, source turns, times, scores, tokens).
     #[arg(long)]
     pub json: bool,

@@ -136,6 +136,7 @@ pub fn run(cli: &Cli, config: Config, cmd: &DemoCmd) -> anyhow::Result<()> {
             budget: Some(400),
             asked_at: None,
             condition: None,
+            threshold: None,
         })?;
         for hit in &response.results {
             let when = hit

@@ -24,6 +24,7 @@ pub fn search(engine: Engine, cmd: &SearchCmd) -> anyhow::Result<()> {
             .map(parse_filter)
             .transpose()?
             .flatten(),
+        threshold: cmd.threshold,
     };
     let response = if cmd.sessions {
         engine.search_sessions(&request)?

@@ -45,6 +45,7 @@ aril_store::conformance!(
     an_expired_memory_is_never_recalled_or_listed_and_the_sweep_purges_it,
     an_immutable_memory_refuses_updates_but_not_deletion,
     a_filtered_search_reads_deeper_until_k_memories_meet_the_filter,
+    a_threshold_keeps_the_turns_near_enough_to_the_question,
 );
 
 fn turn(user: &str, session: &str, n: u32, text: &str) -> NewTurn {
@@ -107,6 +108,7 @@ fn search(engine: &mut Engine, user: &str, query: &str, k: usize) -> aril_engine
             budget: None,
             asked_at: None,
             condition: None,
+            threshold: None,
         })
         .unwrap()
 }
@@ -236,6 +238,7 @@ fn readers_on_several_threads_share_one_engine_and_answer_as_one_alone(place: &P
         budget: None,
         asked_at: None,
         condition: None,
+        threshold: None,
     };
     let answer = |engine: &Engine, user: &str, query: &str| {
         let turns = engine.search(&request(user, query)).unwrap();
@@ -587,6 +590,7 @@ fn a_question_asking_about_last_week_votes_for_what_was_said_since(place: &Place
                 budget: None,
                 asked_at,
                 condition: None,
+                threshold: None,
             })
             .unwrap()
     };
@@ -668,6 +672,7 @@ fn budget_bounds_the_context(place: &Place) {
             budget: Some(40),
             asked_at: None,
             condition: None,
+            threshold: None,
         })
         .unwrap();
     assert!(r.context_tokens <= 40, "{}", r.context_tokens);
@@ -931,6 +936,7 @@ fn invalid_input_changes_nothing(place: &Place) {
                 budget: None,
                 asked_at: None,
                 condition: None,
+                threshold: None,
             })
             .is_err()
     );
@@ -1484,6 +1490,7 @@ fn session_search_shows_each_session_once_and_lifts_sessions_that_speak_of_it_in
         budget: None,
         asked_at: None,
         condition: None,
+        threshold: None,
     };
     let sessions = engine.search_sessions(&request(10)).unwrap();
     let names: Vec<&str> = sessions
@@ -1588,6 +1595,7 @@ fn a_replaced_version_gives_its_session_no_vote_in_session_search(place: &Place)
         budget: None,
         asked_at: None,
         condition: None,
+        threshold: None,
     };
     // The vote is what a session's hit scores above its best unit in turn search.
     let vote_for_a = |engine: &mut Engine| {
@@ -1771,6 +1779,7 @@ fn a_filtered_search_reads_deeper_until_k_memories_meet_the_filter(place: &Place
                 budget: None,
                 asked_at: None,
                 condition: Some(aril_engine::Condition::from_mem0(&filter).unwrap()),
+                threshold: None,
             })
             .unwrap()
     };
@@ -1800,4 +1809,40 @@ fn a_filtered_search_reads_deeper_until_k_memories_meet_the_filter(place: &Place
             .results
             .is_empty()
     );
+}
+
+/// A threshold keeps the turns whose own vector is that near the question: a low one keeps the
+/// user's turns that answer (never an assistant turn: it has no vector), one near 1 keeps none,
+/// and one outside 0–1 is refused.
+fn a_threshold_keeps_the_turns_near_enough_to_the_question(place: &Place) {
+    let mut engine = place.open();
+    ingest(&mut engine, conversation("u"), true);
+    let search = |threshold: f32| {
+        engine.search(&SearchRequest {
+            filter: ScopeFilter::user("u"),
+            query: "Which shelter dog did I adopt?".into(),
+            k: Some(8),
+            budget: None,
+            asked_at: None,
+            condition: None,
+            threshold: Some(threshold),
+        })
+    };
+    let all = search(0.0).unwrap();
+    assert_eq!(all.results.len(), 4, "the four user turns: {}", texts(&all));
+    assert!(all.results.iter().all(|h| h.text.starts_with("User: ")));
+    let near = search(0.5).unwrap();
+    assert!(
+        !near.results.is_empty() && near.results.len() < 4,
+        "{}",
+        texts(&near)
+    );
+    assert!(
+        texts(&near).contains("I adopted a beagle"),
+        "{}",
+        texts(&near)
+    );
+    assert!(search(0.99).unwrap().results.is_empty());
+    let err = search(1.5).unwrap_err().to_string();
+    assert!(err.contains("threshold must be between 0 and 1"), "{err}");
 }

@@ -222,7 +222,7 @@ impl Engine {
     /// Recalls what is relevant to `query` inside a scope, within `k` units and `budget` o200k
     /// tokens; `asked_at` (RFC 3339, default now) is when relative dates in it count from;
     /// `sessions` ranks sessions, one result each.
-    #[pyo3(signature = (query, user_id, agent_id=None, run_id=None, k=None, budget=None, asked_at=None, sessions=false, filters_json=None))]
+    #[pyo3(signature = (query, user_id, agent_id=None, run_id=None, k=None, budget=None, asked_at=None, sessions=false, filters_json=None, threshold=None))]
     #[allow(clippy::too_many_arguments)]
     fn search(
         &self,
@@ -236,6 +236,7 @@ impl Engine {
         asked_at: Option<String>,
         sessions: bool,
         filters_json: Option<String>,
+        threshold: Option<f32>,
     ) -> PyResult<String> {
         if query.trim().is_empty() {
             return Err(invalid("query must not be empty"));
@@ -250,6 +251,7 @@ impl Engine {
             budget,
             asked_at: Some(asked(asked_at.as_deref())?),
             condition: condition(filters_json.as_deref())?,
+            threshold,
         };
         let response = self.read(py, |engine| {
             if sessions {

@@ -62,6 +62,10 @@ pub struct SearchRequest {
     /// Only memories that meet it (metadata, times: Mem0's filter language) are returned; the
     /// search reads deeper until `k` do or the scope is exhausted ([`MAX_FILTERED_DEPTH`]).
     pub condition: Option<Condition>,
+    /// Only turns whose own vector is at least this similar to the question (cosine, 0–1, as
+    /// Mem0's `threshold`) are returned; a turn without a vector of its own (a role not embedded)
+    /// never is.
+    pub threshold: Option<f32>,
 }
 
 /// How deep a filtered search reads each list at most: it starts at `recall.candidates` and
@@ -176,20 +180,62 @@ impl Recall<'_> {
             )?;
             // Lists shorter than asked for hold every turn of the scope they can.
             let exhausted = pre.dense_turns.len() < depth && pre.lexical.0.len() < depth;
-            let candidates = without_repeats(recall.fused_candidates(
+            // No turn past the dense list is more similar than its last one.
+            let similar_deeper = match (request.threshold, pre.dense_turns.last()) {
+                (Some(t), Some(last)) => last.score >= t,
+                _ => false,
+            };
+            let mut candidates = without_repeats(recall.fused_candidates(
                 &request.filter,
                 query,
                 &vector,
                 pre,
                 condition,
             )?);
+            if let Some(threshold) = request.threshold {
+                candidates = recall.similar_enough(candidates, &vector, threshold)?;
+            }
             let deeper = (depth * 4).min(MAX_FILTERED_DEPTH);
-            if condition.is_none() || candidates.len() >= k || exhausted || deeper == depth {
+            let may_find_more = condition.is_some() || similar_deeper;
+            if !may_find_more || candidates.len() >= k || exhausted || deeper == depth {
                 return Ok(respond(query, &candidates, k, request.budget));
             }
             qv = Some(vector);
             config.candidates = deeper;
         }
+    }
+
+    /// The candidates with a turn whose own chunk vectors come at least `threshold` near the
+    /// question `qv` (cosine), read from the store.
+    fn similar_enough(
+        &self,
+        mut candidates: Vec<Candidate>,
+        qv: &[f32],
+        threshold: f32,
+    ) -> Result<Vec<Candidate>, RecallError> {
+        let seqs: Vec<i64> = candidates
+            .iter()
+            .flat_map(|c| c.turns.iter().map(|t| t.seq))
+            .collect();
+        let similarity: HashMap<i64, f32> = self
+            .store
+            .unit_vectors_at(self.embedder.name(), UnitKind::Turn, &seqs)?
+            .into_iter()
+            .map(|u| {
+                let best = u
+                    .chunks
+                    .iter()
+                    .map(|c| aril_embed::dot(qv, &c.vector))
+                    .fold(f32::MIN, f32::max);
+                (u.seq, best)
+            })
+            .collect();
+        candidates.retain(|c| {
+            c.turns
+                .iter()
+                .any(|t| similarity.get(&t.seq).is_some_and(|s| *s >= threshold))
+        });
+        Ok(candidates)
     }
 
     /// Recalls the sessions most relevant to a question inside a scope: one hit per session (a
@@ -730,6 +776,12 @@ fn checked(request: &SearchRequest, default_k: usize) -> Result<(&str, usize), R
     let k = request.k.unwrap_or(default_k);
     if k == 0 {
         return Err(aril_core::InvalidInput("k must be at least 1".into()).into());
+    }
+    if let Some(t) = request.threshold.filter(|t| !(0.0..=1.0).contains(t)) {
+        return Err(aril_core::InvalidInput(format!(
+            "threshold must be between 0 and 1 (a cosine similarity), got {t}"
+        ))
+        .into());
     }
     Ok((query, k))
 }

@@ -160,6 +160,8 @@ pub struct SearchArgs {
     pub query: String,
     /// How many memories to return (1–1000, default 10).
     pub top_k: Option<usize>,
+    /// Only memories at least this similar to the query (cosine, 0–1).
+    pub threshold: Option<f32>,
     #[serde(flatten)]
     pub scope: ScopeArgsIn,
 }
@@ -309,7 +311,15 @@ impl MemoryTools {
                 let caller = self.caller(&ctx)?;
                 let (filter, condition) = args.scope.resolve_with_condition(&caller)?;
                 let k = check_k(args.top_k)?;
-                search_scope(&self.state, filter, condition, args.query, k).await
+                search_scope(
+                    &self.state,
+                    filter,
+                    condition,
+                    args.threshold,
+                    args.query,
+                    k,
+                )
+                .await
             }
             .await,
         )
@@ -511,6 +521,7 @@ impl MemoryTools {
                     budget: args.budget,
                     asked_at: Some(asked_at(args.asked_at.as_deref())?),
                     condition: None,
+                    threshold: None,
                 };
                 let response = self.state.read(move |e| e.search(&request)).await?;
                 let context = response

@@ -103,7 +103,6 @@ const IGNORED_OPTIONS: &[&str] = &[
     "app_id",
     "rerank",
     "keyword_search",
-    "threshold",
     "fields",
     "filter_memories",
     "prompt",
@@ -600,6 +599,8 @@ struct SearchBody {
     filters: Option<Value>,
     top_k: Option<usize>,
     limit: Option<usize>,
+    /// Only memories at least this similar to the query (cosine of their own vector, 0–1).
+    threshold: Option<f32>,
     #[serde(flatten)]
     rest: Map<String, Value>,
 }
@@ -622,7 +623,7 @@ async fn search(
     let (filter, condition) = scope.filter_and_condition(&caller)?;
     let k = check_k(body.top_k.or(body.limit))?;
     Ok(axum::Json(
-        search_scope(&state, filter, condition, body.query, k).await?,
+        search_scope(&state, filter, condition, body.threshold, body.query, k).await?,
     ))
 }
 
@@ -631,6 +632,7 @@ pub(crate) async fn search_scope(
     state: &AppState,
     filter: ScopeFilter,
     condition: Option<Condition>,
+    threshold: Option<f32>,
     query: String,
     k: Option<usize>,
 ) -> Result<Results, ApiError> {
@@ -642,6 +644,7 @@ pub(crate) async fn search_scope(
         budget: None,
         asked_at: Some(chrono::Utc::now()),
         condition,
+        threshold,
     };
     let results = state
         .read(move |engine| {

@@ -181,6 +181,9 @@ struct SearchBody {
     /// keys may be given here too): only memories that meet it are returned.
     #[schema(value_type = Option<Object>)]
     filters: Option<serde_json::Value>,
+    /// Only turns at least this similar to the query (cosine of their own vector, 0–1; a turn
+    /// of a role that is not embedded never is).
+    threshold: Option<f32>,
 }
 
 pub(crate) fn check_k(k: Option<usize>) -> Result<Option<usize>, ApiError> {
@@ -237,6 +240,7 @@ async fn search(
         budget: body.budget,
         asked_at: Some(asked_at(body.asked_at.as_deref())?),
         condition,
+        threshold: body.threshold,
     };
     let sessions = body.sessions;
     Ok(axum::Json(

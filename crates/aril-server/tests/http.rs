@@ -1444,6 +1444,33 @@ async fn filters_select_by_metadata_and_time_in_search_and_get_all(s: &Server) {
             .await;
         assert_eq!(texts(&found), expected, "search {filters}");
     }
+    // A threshold on the similarity: none is that close; out of 0–1 is refused.
+    let mut close = search(json!({"user_id": "carol"}));
+    close["threshold"] = json!(0.99);
+    let (st, none) = s
+        .call(
+            "POST",
+            "/v3/memories/search/",
+            &s.admin_key,
+            Some(close.clone()),
+        )
+        .await;
+    assert_eq!((st, texts(&none).len()), (StatusCode::OK, 0), "{none}");
+    close["threshold"] = json!(0.1);
+    let (_, some) = s
+        .call(
+            "POST",
+            "/v3/memories/search/",
+            &s.admin_key,
+            Some(close.clone()),
+        )
+        .await;
+    assert!(!texts(&some).is_empty(), "{some}");
+    close["threshold"] = json!(2);
+    let (st, err) = s
+        .call("POST", "/v3/memories/search/", &s.admin_key, Some(close))
+        .await;
+    assert_eq!(st, StatusCode::BAD_REQUEST, "{err}");
     // A page of the filtered list counts what meets the filter.
     let (_, page) = s
         .call(

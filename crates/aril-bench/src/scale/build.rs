@@ -206,6 +206,7 @@ pub fn build(
         budget: None,
         asked_at: None,
         condition: None,
+        threshold: None,
     })?;
     done.index_s = started.elapsed().as_secs_f64();
     done.write(&dir)?;

@@ -196,6 +196,7 @@ pub fn measure(
         budget,
         asked_at: asked_at(case),
         condition: None,
+        threshold: None,
     };
     let mut latencies = Vec::with_capacity(searches);
     let mut by_question: HashMap<usize, Vec<f64>> = HashMap::new();

@@ -47,6 +47,7 @@ fn request(case: &Case, k: usize) -> SearchRequest {
         // dates focus nothing (LoCoMo, HotpotQA have none).
         asked_at: case.question_date.as_deref().and_then(parse_date),
         condition: None,
+        threshold: None,
     }
 }
 

@@ -96,16 +96,18 @@ class Api:
         at: Union[str, datetime, None] = None,
         sessions: bool = False,
         filters: Optional[Mapping[str, Any]] = None,
+        threshold: Optional[float] = None,
     ) -> SearchResult:
         """Recalls what is relevant to ``query``: at most ``k`` hits and ``budget`` o200k tokens.
         ``at`` is when the question is asked (default now): "last week" counts from it.
         ``sessions=True`` ranks sessions instead, one hit each. ``filters`` (Mem0's language:
         ``{"category": "food"}``, ``{"stars": {"gte": 4}}``, ``{"created_at": {"gte":
         "2024-05-01"}}``, ``AND`` / ``OR`` / ``NOT``) keeps the memories that meet it: k of them
-        when the scope has k."""
+        when the scope has k. ``threshold`` (0-1) keeps the turns whose own vector is at least
+        that similar to the query (cosine)."""
         request = {**_scope(user_id, agent_id, run_id), "query": query, "k": k, "budget": budget,
                    "asked_at": rfc3339(at, "at"), "sessions": sessions,
-                   "filters": _filters(filters)}
+                   "filters": _filters(filters), "threshold": threshold}
         return SearchResult._from(self._search(request))
 
     def get(self, memory_id: str) -> MemoryItem:

@@ -92,7 +92,7 @@ class Memory(Api):
         filters = json.dumps(r["filters"]) if r["filters"] is not None else None
         return json.loads(self._engine.search(
             r["query"], r["user_id"], r["agent_id"], r["run_id"], r["k"], r["budget"],
-            r["asked_at"], r["sessions"], filters))
+            r["asked_at"], r["sessions"], filters, r["threshold"]))
 
     def _get(self, memory_id: str) -> Raw:
         return json.loads(self._engine.get(memory_id))

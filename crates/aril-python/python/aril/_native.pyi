@@ -48,6 +48,7 @@ class Engine:
         asked_at: Optional[str] = None,
         sessions: bool = False,
         filters_json: Optional[str] = None,
+        threshold: Optional[float] = None,
     ) -> str: ...
     def get(self, id: str) -> str: ...
     def get_all(
