@@ -185,3 +185,6 @@ def test_filters_keep_what_meets_them_in_search_and_get_all(memory):
         memory.search("food", user_id="sam", filters={"stars": {"between": [1, 5]}})
     with pytest.raises(aril.InvalidInputError, match="apart from the filters"):
         memory.get_all(user_id="sam", filters={"user_id": "kim"})
+    assert len(memory.search("What do I like to eat?", user_id="sam", threshold=0.99)) == 0
+    with pytest.raises(aril.InvalidInputError, match="threshold"):
+        memory.search("food", user_id="sam", threshold=1.5)
