@@ -90,31 +90,80 @@ async fn ping(_caller: Caller) -> axum::Json<Ping> {
     })
 }
 
-/// Options Mem0 clients send that aril accepts and does not act on (its memories are verbatim
-/// turns; there is no graph, no custom extraction and no async mode to switch).
-const IGNORED_OPTIONS: &[&str] = &[
-    "infer",
-    "output_format",
-    "version",
-    "async_mode",
-    "enable_graph",
-    "org_id",
-    "project_id",
-    "app_id",
-    "rerank",
-    "keyword_search",
-    "fields",
-    "filter_memories",
-    "prompt",
-    "memory_type",
+/// Checks Mem0's remaining options: those with no meaning in aril (one organisation and
+/// project per server, one output format, synchronous writes) pass whatever their value; one that
+/// asks for what aril does not do is refused with what it does instead; any other field is
+/// unknown (a typo must not pass silently).
+fn check_options(rest: &Map<String, Value>) -> Result<(), ApiError> {
+    for (key, value) in rest {
+        let on = value.as_bool() == Some(true);
+        let refusal = match key.as_str() {
+            "org_id" | "project_id" | "version" | "async_mode" => None,
+            "output_format" => (!value.is_null() && value != "v1.1")
+                .then_some("aril answers in Mem0's v1.1 format ({\"results\": [...]}) only"),
+            "enable_graph" => on.then_some("aril keeps no graph memory: leave enable_graph false"),
+            "rerank" => on.then_some(
+                "this search fuses keyword and vector lists and reranks nothing (a cross-encoder \
+                 reranks `aril ask` when one is configured): leave rerank false",
+            ),
+            "keyword_search" => (value.as_bool() == Some(false))
+                .then_some("aril's search always includes its keyword (BM25) lists"),
+            "filter_memories" => on.then_some(
+                "aril filters memories with `filters`, not with a model: leave filter_memories \
+                 false",
+            ),
+            "app_id" => (!value.is_null())
+                .then_some("app_id is not a scope in aril: use agent_id or run_id"),
+            "prompt" => Some("`prompt` is Mem0's old extraction prompt: use custom_instructions"),
+            "memory_type" => Some(
+                "aril has one kind of memory (verbatim turns, and cards with an encoder): leave \
+                 memory_type out",
+            ),
+            _ => return Err(ApiError::bad_request(format!("unknown field {key:?}"))),
+        };
+        if let Some(why) = refusal {
+            return Err(ApiError::bad_request(format!("{key}: {why}")));
+        }
+    }
+    Ok(())
+}
+
+/// The fields of a memory as the Mem0 routes return it (`fields` picks among them).
+const MEMORY_FIELDS: &[&str] = &[
+    "id",
+    "memory",
+    "user_id",
+    "agent_id",
+    "run_id",
+    "role",
+    "metadata",
+    "categories",
+    "created_at",
+    "updated_at",
+    "score",
 ];
 
-/// Fails on a field that is neither used nor a known Mem0 option (a typo must not pass silently).
-fn reject_unknown(rest: &Map<String, Value>) -> Result<(), ApiError> {
-    match rest.keys().find(|k| !IGNORED_OPTIONS.contains(&k.as_str())) {
-        Some(k) => Err(ApiError::bad_request(format!("unknown field {k:?}"))),
-        None => Ok(()),
+/// A response whose `results` keep only `fields` (all when `None`), as Mem0's `fields` asks.
+fn with_fields<T: Serialize>(
+    response: T,
+    fields: Option<&[String]>,
+) -> Result<axum::Json<Value>, ApiError> {
+    let mut value =
+        serde_json::to_value(response).map_err(|e| ApiError::internal(e.to_string()))?;
+    if let Some(fields) = fields {
+        if let Some(unknown) = fields.iter().find(|f| !MEMORY_FIELDS.contains(&f.as_str())) {
+            return Err(ApiError::bad_request(format!(
+                "fields: {unknown:?} is not a field of a memory; they are {}",
+                MEMORY_FIELDS.join(", ")
+            )));
+        }
+        if let Some(Value::Array(results)) = value.get_mut("results") {
+            for item in results.iter_mut().filter_map(Value::as_object_mut) {
+                item.retain(|k, _| fields.iter().any(|f| f == k));
+            }
+        }
     }
+    Ok(axum::Json(value))
 }
 
 /// Scope fields, top-level or inside `filters` (flat, or an `AND` of flat objects).
@@ -187,7 +236,7 @@ impl ScopeArgs {
         if let Some(f) = filters {
             scope.add_filters(f)?;
         }
-        reject_unknown(rest)?;
+        check_options(rest)?;
         Ok(scope)
     }
 
@@ -601,6 +650,8 @@ struct SearchBody {
     limit: Option<usize>,
     /// Only memories at least this similar to the query (cosine of their own vector, 0–1).
     threshold: Option<f32>,
+    /// The fields of each memory to return (all when absent).
+    fields: Option<Vec<String>>,
     #[serde(flatten)]
     rest: Map<String, Value>,
 }
@@ -618,13 +669,14 @@ async fn search(
     State(state): State<AppState>,
     caller: Caller,
     ApiJson(mut body): ApiJson<SearchBody>,
-) -> Result<axum::Json<Results>, ApiError> {
+) -> Result<axum::Json<Value>, ApiError> {
     let scope = ScopeArgs::gather(&mut body.rest, body.filters.as_ref())?;
     let (filter, condition) = scope.filter_and_condition(&caller)?;
     let k = check_k(body.top_k.or(body.limit))?;
-    Ok(axum::Json(
+    with_fields(
         search_scope(&state, filter, condition, body.threshold, body.query, k).await?,
-    ))
+        body.fields.as_deref(),
+    )
 }
 
 /// Recalls for a query inside a scope and shows each hit as the memory (turn) it is.
@@ -693,6 +745,8 @@ struct GetAllBody {
     filters: Option<Value>,
     page: Option<u64>,
     page_size: Option<u64>,
+    /// The fields of each memory to return (all when absent).
+    fields: Option<Vec<String>>,
     #[serde(flatten)]
     rest: Map<String, Value>,
 }
@@ -756,21 +810,20 @@ async fn get_all(
     caller: Caller,
     ApiQuery(paging): ApiQuery<Paging>,
     ApiJson(mut body): ApiJson<GetAllBody>,
-) -> Result<axum::Json<Page>, ApiError> {
+) -> Result<axum::Json<Value>, ApiError> {
     let scope = ScopeArgs::gather(&mut body.rest, body.filters.as_ref())?;
     let (filter, condition) = scope.filter_and_condition(&caller)?;
     let page = one_of("page", paging.page, body.page)?;
     let page_size = one_of("page_size", paging.page_size, body.page_size)?;
-    Ok(axum::Json(
-        page_of(
-            &state,
-            filter,
-            condition,
-            page.unwrap_or(1),
-            page_size.unwrap_or(100),
-        )
-        .await?,
-    ))
+    let page = page_of(
+        &state,
+        filter,
+        condition,
+        page.unwrap_or(1),
+        page_size.unwrap_or(100),
+    )
+    .await?;
+    with_fields(page, body.fields.as_deref())
 }
 
 #[derive(Deserialize, IntoParams)]

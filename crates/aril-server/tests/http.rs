@@ -1542,3 +1542,95 @@ async fn filters_select_by_metadata_and_time_in_search_and_get_all(s: &Server) {
         .await;
     assert_eq!(st, StatusCode::BAD_REQUEST, "{err}");
 }
+
+/// Each Mem0 option does what Mem0 documents, or has no meaning here and passes, or asks for
+/// what aril does not do and is refused with what it does instead.
+#[tokio::test]
+async fn mem0_options_act_pass_or_are_refused_with_a_reason() {
+    let s = Server::start().await;
+    let (st, added) = s
+        .call(
+            "POST",
+            "/v1/memories/",
+            &s.user_key,
+            Some(
+                json!({"messages": [{"role": "user", "content": "I keep bees in Lisbon."}],
+                "user_id": "alice", "org_id": "o", "project_id": "p", "version": "v2",
+                "async_mode": true, "enable_graph": false, "output_format": "v1.1"}),
+            ),
+        )
+        .await;
+    assert_eq!(
+        st,
+        StatusCode::OK,
+        "options without meaning here pass: {added}"
+    );
+    let search = |extra: Value| {
+        let mut body = json!({"query": "bees", "filters": {"user_id": "alice"}});
+        body.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        body
+    };
+    let (st, picked) = s
+        .call(
+            "POST",
+            "/v3/memories/search/",
+            &s.user_key,
+            Some(search(
+                json!({"fields": ["id", "memory"], "rerank": false, "keyword_search": true}),
+            )),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{picked}");
+    let keys: Vec<&String> = picked["results"][0].as_object().unwrap().keys().collect();
+    assert_eq!(keys, vec!["id", "memory"], "{picked}");
+    let (st, page) = s
+        .call(
+            "POST",
+            "/v2/memories/",
+            &s.user_key,
+            Some(json!({"filters": {"user_id": "alice"}, "fields": ["memory"]})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{page}");
+    assert_eq!(
+        page["results"][0],
+        json!({"memory": "I keep bees in Lisbon."}),
+        "{page}"
+    );
+    assert_eq!(page["count"], 1);
+    for (extra, said) in [
+        (
+            json!({"fields": ["memory", "colour"]}),
+            "not a field of a memory",
+        ),
+        (json!({"rerank": true}), "reranks nothing"),
+        (json!({"keyword_search": false}), "always includes"),
+        (json!({"filter_memories": true}), "not with a model"),
+        (json!({"enable_graph": true}), "no graph"),
+        (json!({"output_format": "v1.0"}), "v1.1"),
+        (json!({"app_id": "shop"}), "not a scope"),
+        (
+            json!({"memory_type": "procedural_memory"}),
+            "one kind of memory",
+        ),
+        (json!({"prompt": "Extract facts"}), "custom_instructions"),
+        (json!({"colour": "red"}), "unknown field"),
+    ] {
+        let (st, err) = s
+            .call(
+                "POST",
+                "/v3/memories/search/",
+                &s.user_key,
+                Some(search(extra.clone())),
+            )
+            .await;
+        assert_eq!(st, StatusCode::BAD_REQUEST, "{extra}: {err}");
+        assert!(
+            err["detail"].as_str().unwrap().contains(said),
+            "{extra}: {err}"
+        );
+    }
+    s.stop().await;
+}
