@@ -2,6 +2,7 @@
 the client tests (the binary from $ARIL_BIN, default the workspace's target/debug/aril), and a
 real local chat model (llama-server + SmolLM2 from the cache, as scripts/fetch-llm leaves them)."""
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -36,19 +37,20 @@ def aril_bin():
     return str(path)
 
 
-@pytest.fixture(scope="session")
-def server(aril_bin, tmp_path_factory):
-    """`aril serve` on a free loopback port; yields (base URL, keys by name)."""
-    data = str(tmp_path_factory.mktemp("served"))
+@contextlib.contextmanager
+def running_aril(aril_bin, data, command, users):
+    """Makes a key for each of `users` and an admin key, then runs `aril COMMAND` (serve, proxy)
+    on a free loopback port until the block ends; yields (base URL, keys by name)."""
 
     def key(*args):
         out = subprocess.run([aril_bin, "--data-dir", data, "keys", "create", *args],
                              check=True, capture_output=True, text=True)
         return out.stdout.strip()
 
-    keys = {"sam": key("--user", "sam"), "kim": key("--user", "kim"), "admin": key("--admin")}
+    keys = {user: key("--user", user) for user in users}
+    keys["admin"] = key("--admin")
     port = _free_port()
-    process = subprocess.Popen([aril_bin, "--data-dir", data, "serve", "--bind", f"127.0.0.1:{port}"],
+    process = subprocess.Popen([aril_bin, "--data-dir", data, *command, "--bind", f"127.0.0.1:{port}"],
                                stdout=subprocess.PIPE, text=True)
     try:
         line = process.stdout.readline()
@@ -57,6 +59,13 @@ def server(aril_bin, tmp_path_factory):
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def server(aril_bin, tmp_path_factory):
+    """`aril serve` on a free loopback port; yields (base URL, keys by name)."""
+    with running_aril(aril_bin, str(tmp_path_factory.mktemp("served")), ["serve"], ["sam", "kim"]) as served:
+        yield served
 
 
 CACHE = Path(os.environ.get("ARIL_CACHE", Path.home() / ".cache" / "aril"))

@@ -3,7 +3,6 @@ SmolLM2) behind a recording forwarder: the tests check what the upstream receive
 stored, never what the 135M model answers."""
 
 import json
-import subprocess
 import threading
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -12,7 +11,7 @@ import openai
 import pytest
 from openai import OpenAI
 
-from conftest import _free_port
+from conftest import running_aril
 
 FAIL_MARK = "UPSTREAM-FAIL"
 
@@ -81,25 +80,9 @@ def upstream(llm):
 @pytest.fixture(scope="module")
 def proxy(aril_bin, upstream, tmp_path_factory):
     """`aril proxy` in front of the recorder; yields (base URL, keys by name)."""
-    data = str(tmp_path_factory.mktemp("proxied"))
-
-    def key(*args):
-        out = subprocess.run([aril_bin, "--data-dir", data, "keys", "create", *args],
-                             check=True, capture_output=True, text=True)
-        return out.stdout.strip()
-
-    keys = {"ana": key("--user", "ana"), "ben": key("--user", "ben"), "admin": key("--admin")}
-    port = _free_port()
-    process = subprocess.Popen([aril_bin, "--data-dir", data, "proxy", "--upstream", upstream.url,
-                                "--bind", f"127.0.0.1:{port}", "--no-consolidate"],
-                               stdout=subprocess.PIPE, text=True)
-    try:
-        line = process.stdout.readline()
-        assert "serving on" in line, line
-        yield f"http://127.0.0.1:{port}", keys
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
+    command = ["proxy", "--upstream", upstream.url, "--no-consolidate"]
+    with running_aril(aril_bin, str(tmp_path_factory.mktemp("proxied")), command, ["ana", "ben"]) as served:
+        yield served
 
 
 def client(proxy, who):
