@@ -4,6 +4,7 @@
 //! tries again); an endpoint that cannot be reached stops the run and leaves the segment queued.
 //! A restart resumes from the queue.
 
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use aril_cards::{EncodeConfig, Encoded, EncoderState, RecentCard, encode_segment};
@@ -234,9 +235,8 @@ impl Engine {
     }
 
     /// Encodes queued segments into cards, oldest first, one model call each (two after a
-    /// repair), and stores the cards with their vectors. Each segment is claimed first, so
-    /// processes sharing a store split the queue instead of encoding a segment twice. Checks
-    /// `cancel` between segments.
+    /// repair), and stores the cards with their vectors: [`consolidate_shared`] over an engine
+    /// nobody else holds.
     pub fn consolidate(
         &mut self,
         model: &dyn ChatModel,
@@ -244,49 +244,7 @@ impl Engine {
         progress: &mut dyn FnMut(Progress),
         cancel: &AtomicBool,
     ) -> Result<ConsolidateReport, EngineError> {
-        let queue = self
-            .store
-            .queued_segments(options.limit, options.retry_failed)?;
-        let total = queue.len();
-        let mut report = ConsolidateReport::default();
-        progress(Progress { done: 0, total });
-        for (i, id) in queue.iter().enumerate() {
-            if cancel.load(Ordering::SeqCst) {
-                report.interrupted = true;
-                break;
-            }
-            let claimed = self.claim_segments(std::slice::from_ref(id), options.retry_failed)?;
-            if claimed.is_empty() {
-                continue; // another encoder holds it, or it is gone
-            }
-            let Some(job) = self.encode_job(id)? else {
-                continue; // deleted meanwhile
-            };
-            let attempt = job.encode(model, &options.encode);
-            report.cost.add(CallCost::of(&attempt.calls));
-            let segment = job.segment().clone();
-            let outcome = match self.finish_encode(job, attempt) {
-                Err(e) => {
-                    // Unreachable endpoint (or a store error): queued for anyone again.
-                    let _ = self.release_claim(&segment);
-                    return Err(e);
-                }
-                Ok(outcome) => outcome,
-            };
-            match outcome {
-                EncodeOutcome::Done { cards } => {
-                    report.cards_added += cards;
-                    report.segments_done += 1;
-                }
-                EncodeOutcome::Failed(reason) => {
-                    report.segments_failed += 1;
-                    report.failures.push(format!("{segment}: {reason}"));
-                }
-                EncodeOutcome::Gone => {}
-            }
-            progress(Progress { done: i + 1, total });
-        }
-        Ok(report)
+        consolidate_shared(&Alone(RefCell::new(self)), model, options, progress, cancel)
     }
 
     /// The vectors of new cards under the engine's embedder.
@@ -319,4 +277,101 @@ impl Engine {
     ) -> Result<Vec<aril_core::Card>, EngineError> {
         Ok(self.store.cards(filter, current_only)?)
     }
+}
+
+/// An engine shared behind a lock (a server's state, the Python package's memory): what may run
+/// beside other readers takes the read side, what changes the store the write side, and a model
+/// call holds neither, so reads go on while an encoder call is in flight.
+pub trait SharedEngine {
+    fn read<T>(&self, f: impl FnOnce(&Engine) -> Result<T, EngineError>) -> Result<T, EngineError>;
+    fn write<T>(
+        &self,
+        f: impl FnOnce(&mut Engine) -> Result<T, EngineError>,
+    ) -> Result<T, EngineError>;
+}
+
+/// An engine nobody else holds, as a [`SharedEngine`].
+struct Alone<'a>(RefCell<&'a mut Engine>);
+
+impl SharedEngine for Alone<'_> {
+    fn read<T>(&self, f: impl FnOnce(&Engine) -> Result<T, EngineError>) -> Result<T, EngineError> {
+        f(&self.0.borrow())
+    }
+
+    fn write<T>(
+        &self,
+        f: impl FnOnce(&mut Engine) -> Result<T, EngineError>,
+    ) -> Result<T, EngineError> {
+        f(&mut self.0.borrow_mut())
+    }
+}
+
+/// Writes one segment the caller claimed into cards: its input read beside other readers, the
+/// encoder called holding nothing, the outcome stored alone. A failure that leaves no outcome (an
+/// unreachable endpoint) gives the claim back. Returns the outcome and what the calls cost.
+pub fn encode_claimed(
+    shared: &impl SharedEngine,
+    model: &dyn ChatModel,
+    config: &EncodeConfig,
+    segment: &aril_core::SegmentId,
+) -> Result<(EncodeOutcome, CallCost), EngineError> {
+    let outcome = (|| {
+        let Some(job) = shared.read(|e| e.encode_job(segment))? else {
+            return Ok((EncodeOutcome::Gone, CallCost::default()));
+        };
+        let attempt = job.encode(model, config);
+        let cost = CallCost::of(&attempt.calls);
+        Ok((shared.write(|e| e.finish_encode(job, attempt))?, cost))
+    })();
+    if outcome.is_err()
+        && let Err(e) = shared.write(|e| e.release_claim(segment))
+    {
+        tracing::error!(%segment, "could not give the claim back (it lapses by itself): {e}");
+    }
+    outcome
+}
+
+/// [`Engine::consolidate`] on a shared engine: each queued segment claimed (so processes sharing
+/// a store split the queue), then [`encode_claimed`]. Checks `cancel` between segments; an
+/// unreachable endpoint stops the run with the segment queued again.
+pub fn consolidate_shared(
+    shared: &impl SharedEngine,
+    model: &dyn ChatModel,
+    options: &ConsolidateOptions,
+    progress: &mut dyn FnMut(Progress),
+    cancel: &AtomicBool,
+) -> Result<ConsolidateReport, EngineError> {
+    let queue = shared.read(|e| {
+        Ok(e.store
+            .queued_segments(options.limit, options.retry_failed)?)
+    })?;
+    let total = queue.len();
+    let mut report = ConsolidateReport::default();
+    progress(Progress { done: 0, total });
+    for (i, id) in queue.iter().enumerate() {
+        if cancel.load(Ordering::SeqCst) {
+            report.interrupted = true;
+            break;
+        }
+        let claimed =
+            shared.write(|e| e.claim_segments(std::slice::from_ref(id), options.retry_failed))?;
+        if claimed.is_empty() {
+            continue; // another encoder holds it, or it is gone
+        }
+        let (outcome, cost) = encode_claimed(shared, model, &options.encode, id)?;
+        report.cost.add(cost);
+        match outcome {
+            EncodeOutcome::Done { cards } => {
+                report.cards_added += cards;
+                report.segments_done += 1;
+            }
+            EncodeOutcome::Failed(reason) => {
+                report.segments_failed += 1;
+                report.failures.push(format!("{id}: {reason}"));
+            }
+            EncodeOutcome::Gone => {}
+        }
+        progress(Progress { done: i + 1, total });
+    }
+    Ok(report)
 }

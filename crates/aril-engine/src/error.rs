@@ -27,6 +27,9 @@ pub enum EngineError {
     ImmutableMemory(String),
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// The engine a caller shares cannot be reached (closed, or its lock poisoned by a bug).
+    #[error("{0}")]
+    Unavailable(String),
     #[error(transparent)]
     Store(#[from] aril_store::StoreError),
     #[error(transparent)]

@@ -59,7 +59,8 @@ pub use ask::{AskRequest, AskResponse, ContextItem, Profile, Recalled};
 pub use card_memory::CardMemory;
 pub use config::{Config, SegmentVectors, TurnVectors};
 pub use consolidate::{
-    ConsolidateOptions, ConsolidateReport, EncodeAttempt, EncodeJob, EncodeOutcome,
+    ConsolidateOptions, ConsolidateReport, EncodeAttempt, EncodeJob, EncodeOutcome, SharedEngine,
+    consolidate_shared, encode_claimed,
 };
 pub use embedding::stored_chunks;
 pub use error::EngineError;

@@ -17,7 +17,8 @@ use std::sync::{Arc, RwLock};
 use aril_engine::llm::{ChatModel, LlmError, OpenAiClient, Role};
 use aril_engine::{
     AskRequest, Condition, Config, ConsolidateOptions, Engine as Inner, EngineError, MemoryEdit,
-    ScopeFilter, SearchRequest, StoreAt, TurnDefaults, TurnIn, parse_expiry, parse_time,
+    ScopeFilter, SearchRequest, SharedEngine, StoreAt, TurnDefaults, TurnIn, consolidate_shared,
+    parse_expiry, parse_time,
 };
 use pyo3::prelude::*;
 use serde::Serialize;
@@ -68,6 +69,35 @@ fn scope(
         agent_id,
         run_id,
     })
+}
+
+/// The memory's engine as consolidation shares it: reads beside other calls, stores alone, and
+/// the encoder called holding neither.
+struct Shared<'a>(&'a RwLock<Option<Inner>>);
+
+impl SharedEngine for Shared<'_> {
+    fn read<T>(&self, f: impl FnOnce(&Inner) -> Result<T, EngineError>) -> Result<T, EngineError> {
+        let guard = self
+            .0
+            .read()
+            .map_err(|_| EngineError::Unavailable(POISONED.into()))?;
+        f(guard
+            .as_ref()
+            .ok_or_else(|| EngineError::Unavailable(CLOSED.into()))?)
+    }
+
+    fn write<T>(
+        &self,
+        f: impl FnOnce(&mut Inner) -> Result<T, EngineError>,
+    ) -> Result<T, EngineError> {
+        let mut guard = self
+            .0
+            .write()
+            .map_err(|_| EngineError::Unavailable(POISONED.into()))?;
+        f(guard
+            .as_mut()
+            .ok_or_else(|| EngineError::Unavailable(CLOSED.into()))?)
+    }
 }
 
 /// An aril memory opened in this process.
@@ -437,7 +467,8 @@ impl Engine {
 
     /// Writes queued segments into cards with the encoder model (`ARIL_LLM_ENCODER_*`, else
     /// `ARIL_LLM_*`): one call per segment, at most `limit` segments (default all), each reply
-    /// at most `max_tokens` tokens and `max_cards` cards. Reads wait while it runs.
+    /// at most `max_tokens` tokens and `max_cards` cards. Other calls go on while the encoder
+    /// runs: only storing a segment's cards holds the memory alone.
     #[pyo3(signature = (limit=None, retry_failed=false, max_cards=None, max_tokens=None))]
     fn consolidate(
         &self,
@@ -466,8 +497,15 @@ impl Engine {
         let settings = self.read(py, |engine| Ok(engine.config().llm.clone()))?;
         let model = OpenAiClient::required(Role::Encoder, &settings)
             .map_err(|e| errors::to_py(e.into()))?;
-        let report = self.write(py, |engine| {
-            engine.consolidate(&model, &options, &mut |_| {}, &AtomicBool::new(false))
+        let report = py.detach(|| {
+            consolidate_shared(
+                &Shared(&self.inner),
+                &model,
+                &options,
+                &mut |_| {},
+                &AtomicBool::new(false),
+            )
+            .map_err(errors::to_py)
         })?;
         json(&report)
     }

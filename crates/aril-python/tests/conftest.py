@@ -3,11 +3,14 @@ the client tests (the binary from $ARIL_BIN, default the workspace's target/debu
 real local chat model (llama-server + SmolLM2 from the cache, as scripts/fetch-llm leaves them)."""
 
 import contextlib
+import json
 import os
+import threading
 import socket
 import subprocess
 import time
 import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -97,3 +100,61 @@ def llm(tmp_path_factory):
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+class Recorder:
+    """An OpenAI-compatible server in front of `target` (a `.../v1` URL): keeps every request it
+    receives and forwards it, streaming the reply back as it comes. `hook(body)` sees each POST
+    body first; it may wait (holding the request back), or return `(status, json)` to answer
+    instead of the model."""
+
+    def __init__(self, target, hook=None):
+        self.target = target
+        self.received = []
+        recorder = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                recorder.received.append({"path": self.path, "body": None})
+                self.forward(None)
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                recorder.received.append({"path": self.path, "body": body})
+                answer = hook(body) if hook else None
+                if answer is not None:
+                    status, reply = answer
+                    data = json.dumps(reply).encode()
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return
+                self.forward(json.dumps(body).encode())
+
+            def forward(self, data):
+                path = self.path.removeprefix("/v1")
+                request = urllib.request.Request(recorder.target + path, data=data,
+                                                 headers={"Content-Type": "application/json"})
+                with urllib.request.urlopen(request, timeout=120) as reply:
+                    self.send_response(reply.status)
+                    self.send_header("Content-Type", reply.headers["Content-Type"])
+                    self.send_header("Transfer-Encoding", "chunked")
+                    self.end_headers()
+                    while chunk := reply.read1(65536):
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                        self.wfile.flush()
+                    self.wfile.write(b"0\r\n\r\n")
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def last_chat(self):
+        return next(r["body"] for r in reversed(self.received) if r["path"].endswith("/chat/completions"))

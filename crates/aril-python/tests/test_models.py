@@ -2,9 +2,12 @@
 SmolLM2 from the cache (scripts/fetch-llm). The 135M model's answers are not judged, only what
 aril does with them: calls made and recorded, cards stored, the context handed over."""
 
+import threading
+
 import pytest
 
 import aril
+from conftest import Recorder
 
 
 def test_without_a_model_ask_says_what_to_set(memory, monkeypatch):
@@ -33,3 +36,36 @@ def test_consolidate_and_ask_with_the_local_model(tmp_path, llm):
         assert 2 <= answer.cost["llm_calls"] <= 3
         purposes = sorted(u["purpose"] for u in memory.stats()["llm"])
         assert purposes == ["answer", "encode", "plan"]
+
+
+def test_reads_and_writes_go_on_while_the_encoder_runs(tmp_path, llm):
+    """consolidate holds the memory only to claim a segment and to store its cards: while its
+    encoder call is held back at the model, a search and an add from another thread finish."""
+    in_flight, release = threading.Event(), threading.Event()
+
+    def hold(body):
+        in_flight.set()
+        assert release.wait(120), "the test never released the encoder call"
+
+    model = Recorder(llm["base_url"], hold)
+    config = {"llm": {"base_url": model.url, "model": llm["model"]}}
+    with aril.Memory(tmp_path / "memory", config) as memory:
+        memory.add("I adopted a beagle called Pimenta from the shelter.", user_id="u", flush=True)
+        reports = []
+        worker = threading.Thread(target=lambda: reports.append(memory.consolidate(max_cards=1, max_tokens=400)))
+        worker.start()
+        try:
+            assert in_flight.wait(60), "consolidate never called the encoder"
+            done = []
+            beside = threading.Thread(target=lambda: done.append(
+                (memory.search("Which dog did I adopt?", user_id="u", k=1)[0].text,
+                 memory.add("I also have a cat.", user_id="v").ids)))
+            beside.start()
+            beside.join(30)
+            assert done and "Pimenta" in done[0][0], "a search and an add waited for the encoder"
+            assert worker.is_alive()
+        finally:
+            release.set()
+            worker.join(180)
+        model.server.shutdown()
+        assert reports and reports[0]["segments_done"] + reports[0]["segments_failed"] == 1

@@ -3,76 +3,27 @@ SmolLM2) behind a recording forwarder: the tests check what the upstream receive
 stored, never what the 135M model answers."""
 
 import json
-import threading
 import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import openai
 import pytest
 from openai import OpenAI
 
-from conftest import running_aril
+from conftest import Recorder, running_aril
 
 FAIL_MARK = "UPSTREAM-FAIL"
 
 
-class Recorder:
-    """Forwards every request to the model and keeps what it received; a message containing
-    FAIL_MARK gets a 503 with an OpenAI-style error body instead."""
-
-    def __init__(self, target):
-        self.target = target
-        self.received = []
-        recorder = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
-            def do_GET(self):
-                recorder.received.append({"path": self.path, "body": None})
-                self.forward(None)
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                recorder.received.append({"path": self.path, "body": body})
-                if FAIL_MARK in json.dumps(body):
-                    error = json.dumps({"error": {"message": "overloaded (recorded)", "type": "server_error"}}).encode()
-                    self.send_response(503)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(error)))
-                    self.end_headers()
-                    self.wfile.write(error)
-                    return
-                self.forward(json.dumps(body).encode())
-
-            def forward(self, data):
-                path = self.path.removeprefix("/v1")
-                request = urllib.request.Request(recorder.target + path, data=data,
-                                                 headers={"Content-Type": "application/json"})
-                with urllib.request.urlopen(request, timeout=120) as reply:
-                    self.send_response(reply.status)
-                    self.send_header("Content-Type", reply.headers["Content-Type"])
-                    self.send_header("Transfer-Encoding", "chunked")
-                    self.end_headers()
-                    while chunk := reply.read1(65536):
-                        self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
-                        self.wfile.flush()
-                    self.wfile.write(b"0\r\n\r\n")
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def last_chat(self):
-        return next(r["body"] for r in reversed(self.received) if r["path"].endswith("/chat/completions"))
+def failing(body):
+    """The recorder's hook: a message containing FAIL_MARK gets a 503 with an OpenAI-style error."""
+    if FAIL_MARK in json.dumps(body):
+        return 503, {"error": {"message": "overloaded (recorded)", "type": "server_error"}}
+    return None
 
 
 @pytest.fixture(scope="module")
 def upstream(llm):
-    recorder = Recorder(llm["base_url"])
+    recorder = Recorder(llm["base_url"], failing)
     yield recorder
     recorder.server.shutdown()
 

@@ -12,7 +12,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use aril_engine::llm::ChatModel;
-use aril_engine::{EncodeConfig, EncodeOutcome, EngineError, SegmentId};
+use aril_engine::{EncodeConfig, EncodeOutcome, EngineError, SegmentId, encode_claimed};
 
 use crate::AppState;
 
@@ -104,26 +104,13 @@ fn work(state: &AppState, model: &dyn ChatModel, config: &EncodeConfig, stop: &A
     }
 }
 
-/// Writes one segment this process claimed into cards: reads its input with the engine, calls
-/// the encoder without holding the engine, stores the outcome with the engine again. A failure
-/// that leaves no outcome (an unreachable endpoint) gives the claim back. Blocking.
+/// Writes one segment this process claimed into cards ([`encode_claimed`] on the server's
+/// state: the encoder called without holding the engine). Blocking.
 pub(crate) fn encode_one(
     state: &AppState,
     model: &dyn ChatModel,
     config: &EncodeConfig,
     segment: &SegmentId,
 ) -> Result<EncodeOutcome, EngineError> {
-    let outcome = (|| {
-        let Some(job) = state.with_reader(|e| e.encode_job(segment))? else {
-            return Ok(EncodeOutcome::Gone);
-        };
-        let attempt = job.encode(model, config);
-        state.with_engine(|e| e.finish_encode(job, attempt))
-    })();
-    if outcome.is_err()
-        && let Err(e) = state.with_engine(|e| e.release_claim(segment))
-    {
-        tracing::error!(%segment, "could not give the claim back (it lapses by itself): {e}");
-    }
-    outcome
+    encode_claimed(state, model, config, segment).map(|(outcome, _)| outcome)
 }

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 use aril_engine::llm::ChatModel;
-use aril_engine::{EncodeConfig, Engine, EngineError, Grant, KeyRing};
+use aril_engine::{EncodeConfig, Engine, EngineError, Grant, KeyRing, SharedEngine};
 
 use crate::ApiError;
 
@@ -194,5 +194,18 @@ impl AppState {
         tokio::task::spawn_blocking(move || state.with_reader(f).map_err(ApiError::from))
             .await
             .map_err(|e| ApiError::internal(format!("engine task failed: {e}")))?
+    }
+}
+
+impl SharedEngine for AppState {
+    fn read<T>(&self, f: impl FnOnce(&Engine) -> Result<T, EngineError>) -> Result<T, EngineError> {
+        self.with_reader(f)
+    }
+
+    fn write<T>(
+        &self,
+        f: impl FnOnce(&mut Engine) -> Result<T, EngineError>,
+    ) -> Result<T, EngineError> {
+        self.with_engine(f)
     }
 }
