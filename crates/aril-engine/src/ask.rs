@@ -11,6 +11,7 @@
 //! ([`Recalled::reranker`]). Without a planner the question itself is the one path, and the
 //! output says that too ([`Recalled::plan_note`]).
 
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -24,7 +25,8 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::metered::{CallCost, Metered};
-use crate::{Engine, EngineError};
+use crate::shared::Alone;
+use crate::{Engine, EngineError, SharedEngine};
 
 /// Units fused and chosen by default.
 const DEFAULT_K: usize = 12;
@@ -249,20 +251,14 @@ impl Engine {
 
     /// Plans the question (one call with `planner`, else the question itself is the one path),
     /// ranks cards and turns per path, fuses, selects with diversity and packs the context.
-    /// Mutable only to store the planner's call records: [`Engine::recall_unplanned`] is the
-    /// same recall without a planner, beside other reads.
+    /// Mutable only to store the planner's call records: [`recall_planned_shared`] is the same
+    /// on an engine others share, [`Engine::recall_unplanned`] the same without a planner.
     pub fn recall_planned(
         &mut self,
         request: &AskRequest,
         planner: Option<&dyn ChatModel>,
     ) -> Result<Recalled, EngineError> {
-        let Some(planner) = planner else {
-            return self.recall_unplanned(request);
-        };
-        let question = checked_question(request)?;
-        let asked_at = request.asked_at.unwrap_or_else(Utc::now);
-        let (plan, plan_note, cost) = self.plan(question, asked_at, planner)?;
-        self.recall_plan(request, plan, plan_note, cost)
+        recall_planned_shared(&Alone(RefCell::new(self)), request, planner)
     }
 
     /// [`Engine::recall_planned`] without a planner: the question as asked is the one path.
@@ -470,79 +466,15 @@ impl Engine {
         })
     }
 
-    /// Recalls with [`Engine::recall_planned`] and answers from the context with one call.
+    /// Recalls with [`Engine::recall_planned`] and answers from the context with one call
+    /// ([`ask_shared`] on an engine nobody else holds).
     pub fn ask(
         &mut self,
         request: &AskRequest,
         planner: Option<&dyn ChatModel>,
         answerer: &dyn ChatModel,
     ) -> Result<AskResponse, EngineError> {
-        let recalled = self.recall_planned(request, planner)?;
-        let asked_at = request.asked_at.unwrap_or_else(Utc::now);
-        let answerer = Metered::new(answerer);
-        let reply = answerer.chat(
-            Purpose::Answer,
-            &ChatRequest {
-                messages: vec![
-                    Message::system(ANSWER_INSTRUCTIONS),
-                    Message::user(format!(
-                        "Today is {}.\n\nMemory:\n{}\n\nQuestion: {}",
-                        asked_at.format("%Y-%m-%d"),
-                        if recalled.context.is_empty() {
-                            "(nothing found)"
-                        } else {
-                            &recalled.context
-                        },
-                        request.question.trim()
-                    )),
-                ],
-                max_tokens: 256,
-                temperature: 0.0,
-                format: ResponseFormat::Text,
-            },
-        );
-        let mut cost = recalled.cost;
-        cost.add(self.store_calls(&answerer)?);
-        let answer = reply?.content.trim().to_string();
-        if answer.is_empty() {
-            return Err(LlmError::InvalidReply {
-                reason: "the answer was empty".into(),
-            }
-            .into());
-        }
-        Ok(AskResponse {
-            question: request.question.trim().to_string(),
-            answer,
-            recalled,
-            cost,
-        })
-    }
-
-    /// The plan, why it is the offline one if it is, and what planning cost.
-    fn plan(
-        &mut self,
-        question: &str,
-        asked_at: DateTime<Utc>,
-        planner: &dyn ChatModel,
-    ) -> Result<(Plan, Option<String>, CallCost), EngineError> {
-        let metered = Metered::new(planner);
-        let planned = plan_question(&metered, question, asked_at, &PlanConfig::default());
-        let cost = self.store_calls(&metered)?;
-        match planned {
-            Ok(p) => Ok((p.plan, None, cost)),
-            Err(LlmError::InvalidReply { reason }) => {
-                tracing::warn!(%reason, "the planner's reply is unusable; searching the question as asked");
-                Ok((
-                    Plan::single(question),
-                    Some(format!(
-                        "the planner's reply was unusable ({reason}): the question was searched \
-                         as asked"
-                    )),
-                    cost,
-                ))
-            }
-            Err(e) => Err(e.into()),
-        }
+        ask_shared(&Alone(RefCell::new(self)), request, planner, answerer)
     }
 
     /// The ranked lists of one path.
@@ -773,6 +705,87 @@ fn turn_item(turn: &Turn) -> ContextItem {
         score: 0.0,
         tokens: 0,
     }
+}
+
+/// [`Engine::recall_planned`] on a shared engine: the planner called holding nothing, its calls
+/// stored alone, the recall beside other readers.
+pub fn recall_planned_shared(
+    shared: &impl SharedEngine,
+    request: &AskRequest,
+    planner: Option<&dyn ChatModel>,
+) -> Result<Recalled, EngineError> {
+    let Some(planner) = planner else {
+        return shared.read(|e| e.recall_unplanned(request));
+    };
+    let question = checked_question(request)?;
+    let asked_at = request.asked_at.unwrap_or_else(Utc::now);
+    let metered = Metered::new(planner);
+    let planned = plan_question(&metered, question, asked_at, &PlanConfig::default());
+    let cost = shared.write(|e| e.store_calls(&metered))?;
+    let (plan, plan_note) = match planned {
+        Ok(p) => (p.plan, None),
+        Err(LlmError::InvalidReply { reason }) => {
+            tracing::warn!(%reason, "the planner's reply is unusable; searching the question as asked");
+            (
+                Plan::single(question),
+                Some(format!(
+                    "the planner's reply was unusable ({reason}): the question was searched as \
+                     asked"
+                )),
+            )
+        }
+        Err(e) => return Err(e.into()),
+    };
+    shared.read(|e| e.recall_plan(request, plan, plan_note, cost))
+}
+
+/// [`Engine::ask`] on a shared engine: recalled as [`recall_planned_shared`] does, answered with
+/// one call holding nothing, the answerer's call stored alone.
+pub fn ask_shared(
+    shared: &impl SharedEngine,
+    request: &AskRequest,
+    planner: Option<&dyn ChatModel>,
+    answerer: &dyn ChatModel,
+) -> Result<AskResponse, EngineError> {
+    let recalled = recall_planned_shared(shared, request, planner)?;
+    let asked_at = request.asked_at.unwrap_or_else(Utc::now);
+    let answerer = Metered::new(answerer);
+    let reply = answerer.chat(
+        Purpose::Answer,
+        &ChatRequest {
+            messages: vec![
+                Message::system(ANSWER_INSTRUCTIONS),
+                Message::user(format!(
+                    "Today is {}.\n\nMemory:\n{}\n\nQuestion: {}",
+                    asked_at.format("%Y-%m-%d"),
+                    if recalled.context.is_empty() {
+                        "(nothing found)"
+                    } else {
+                        &recalled.context
+                    },
+                    request.question.trim()
+                )),
+            ],
+            max_tokens: 256,
+            temperature: 0.0,
+            format: ResponseFormat::Text,
+        },
+    );
+    let mut cost = recalled.cost;
+    cost.add(shared.write(|e| e.store_calls(&answerer))?);
+    let answer = reply?.content.trim().to_string();
+    if answer.is_empty() {
+        return Err(LlmError::InvalidReply {
+            reason: "the answer was empty".into(),
+        }
+        .into());
+    }
+    Ok(AskResponse {
+        question: request.question.trim().to_string(),
+        answer,
+        recalled,
+        cost,
+    })
 }
 
 /// The request's question, trimmed; an empty question, or a `k` or budget of 0, is refused.

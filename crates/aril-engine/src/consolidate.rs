@@ -15,7 +15,8 @@ use aril_store::{CardBatch, CardVectors};
 use serde::Serialize;
 
 use crate::metered::{CallCost, Metered};
-use crate::{Engine, EngineError, Progress};
+use crate::shared::Alone;
+use crate::{Engine, EngineError, Progress, SharedEngine};
 
 /// Cards of the scope the encoder is shown as "recent" (cut further to its token budget).
 const RECENT_CARDS: usize = 24;
@@ -276,33 +277,6 @@ impl Engine {
         current_only: bool,
     ) -> Result<Vec<aril_core::Card>, EngineError> {
         Ok(self.store.cards(filter, current_only)?)
-    }
-}
-
-/// An engine shared behind a lock (a server's state, the Python package's memory): what may run
-/// beside other readers takes the read side, what changes the store the write side, and a model
-/// call holds neither, so reads go on while an encoder call is in flight.
-pub trait SharedEngine {
-    fn read<T>(&self, f: impl FnOnce(&Engine) -> Result<T, EngineError>) -> Result<T, EngineError>;
-    fn write<T>(
-        &self,
-        f: impl FnOnce(&mut Engine) -> Result<T, EngineError>,
-    ) -> Result<T, EngineError>;
-}
-
-/// An engine nobody else holds, as a [`SharedEngine`].
-struct Alone<'a>(RefCell<&'a mut Engine>);
-
-impl SharedEngine for Alone<'_> {
-    fn read<T>(&self, f: impl FnOnce(&Engine) -> Result<T, EngineError>) -> Result<T, EngineError> {
-        f(&self.0.borrow())
-    }
-
-    fn write<T>(
-        &self,
-        f: impl FnOnce(&mut Engine) -> Result<T, EngineError>,
-    ) -> Result<T, EngineError> {
-        f(&mut self.0.borrow_mut())
     }
 }
 

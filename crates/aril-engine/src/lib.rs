@@ -24,6 +24,7 @@ mod memory;
 mod metered;
 mod pools;
 mod records;
+mod shared;
 mod transfer;
 
 use std::collections::HashMap;
@@ -55,11 +56,13 @@ pub use aril_store::{
     ApiKeyRecord, DeleteReport, PG_SCHEMA_VERSION, SCHEMA_VERSION as EMBEDDED_SCHEMA_VERSION,
     StoreError,
 };
-pub use ask::{AskRequest, AskResponse, ContextItem, Profile, Recalled};
+pub use ask::{
+    AskRequest, AskResponse, ContextItem, Profile, Recalled, ask_shared, recall_planned_shared,
+};
 pub use card_memory::CardMemory;
 pub use config::{Config, SegmentVectors, TurnVectors};
 pub use consolidate::{
-    ConsolidateOptions, ConsolidateReport, EncodeAttempt, EncodeJob, EncodeOutcome, SharedEngine,
+    ConsolidateOptions, ConsolidateReport, EncodeAttempt, EncodeJob, EncodeOutcome,
     consolidate_shared, encode_claimed,
 };
 pub use embedding::stored_chunks;
@@ -70,6 +73,7 @@ pub use keys::{Grant, KeyRing};
 pub use memory::{MemoryEdit, MemoryView};
 pub use metered::CallCost;
 pub use records::{Access, Deletion, HistoryEntry, MemoryRecord};
+pub use shared::SharedEngine;
 
 /// Where the lexical index lives inside a data directory.
 const LEXICAL_DIR: &str = "lexical";

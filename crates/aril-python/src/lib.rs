@@ -17,8 +17,8 @@ use std::sync::{Arc, RwLock};
 use aril_engine::llm::{ChatModel, LlmError, OpenAiClient, Role};
 use aril_engine::{
     AskRequest, Condition, Config, ConsolidateOptions, Engine as Inner, EngineError, MemoryEdit,
-    ScopeFilter, SearchRequest, SharedEngine, StoreAt, TurnDefaults, TurnIn, consolidate_shared,
-    parse_expiry, parse_time,
+    ScopeFilter, SearchRequest, SharedEngine, StoreAt, TurnDefaults, TurnIn, ask_shared,
+    consolidate_shared, parse_expiry, parse_time, recall_planned_shared,
 };
 use pyo3::prelude::*;
 use serde::Serialize;
@@ -71,8 +71,8 @@ fn scope(
     })
 }
 
-/// The memory's engine as consolidation shares it: reads beside other calls, stores alone, and
-/// the encoder called holding neither.
+/// The memory's engine as `consolidate` and `ask` share it: reads beside other calls, stores
+/// alone, and a model called holding neither.
 struct Shared<'a>(&'a RwLock<Option<Inner>>);
 
 impl SharedEngine for Shared<'_> {
@@ -425,8 +425,7 @@ impl Engine {
     /// and the configuration's `[llm]` table name: one planner call (when a planner is
     /// configured; else the question is searched as asked), multi-path recall over cards and
     /// turns, one answer call. `context_only` stops before the answer (no answerer needed).
-    /// Every call's tokens are recorded (`stats`). Reads wait while a model is called; without a
-    /// planner, `context_only` runs beside them.
+    /// Every call's tokens are recorded (`stats`). Other calls go on while a model is called.
     #[pyo3(signature = (question, user_id, agent_id=None, run_id=None, k=None, budget=None, asked_at=None, context_only=false))]
     #[allow(clippy::too_many_arguments)]
     fn ask(
@@ -453,16 +452,17 @@ impl Engine {
         let llm = |e: LlmError| errors::to_py(e.into());
         let planner = OpenAiClient::for_role(Role::Planner, &settings).map_err(llm)?;
         let planner = planner.as_ref().map(|p| p as &dyn ChatModel);
+        let shared = Shared(&self.inner);
         if context_only {
-            return match planner {
-                None => json(&self.read(py, |engine| engine.recall_unplanned(&request))?),
-                Some(p) => {
-                    json(&self.write(py, |engine| engine.recall_planned(&request, Some(p)))?)
-                }
-            };
+            let recalled = py.detach(|| {
+                recall_planned_shared(&shared, &request, planner).map_err(errors::to_py)
+            })?;
+            return json(&recalled);
         }
         let answerer = OpenAiClient::required(Role::Answerer, &settings).map_err(llm)?;
-        json(&self.write(py, |engine| engine.ask(&request, planner, &answerer))?)
+        let answered =
+            py.detach(|| ask_shared(&shared, &request, planner, &answerer).map_err(errors::to_py))?;
+        json(&answered)
     }
 
     /// Writes queued segments into cards with the encoder model (`ARIL_LLM_ENCODER_*`, else

@@ -38,9 +38,10 @@ def test_consolidate_and_ask_with_the_local_model(tmp_path, llm):
         assert purposes == ["answer", "encode", "plan"]
 
 
-def test_reads_and_writes_go_on_while_the_encoder_runs(tmp_path, llm):
-    """consolidate holds the memory only to claim a segment and to store its cards: while its
-    encoder call is held back at the model, a search and an add from another thread finish."""
+@pytest.mark.parametrize("operation", ["consolidate", "ask"])
+def test_reads_and_writes_go_on_while_a_model_runs(tmp_path, llm, operation):
+    """consolidate and ask hold the memory only for their store steps: while their model call is
+    held back at the model, a search and an add from another thread finish."""
     in_flight, release = threading.Event(), threading.Event()
 
     def hold(body):
@@ -52,20 +53,26 @@ def test_reads_and_writes_go_on_while_the_encoder_runs(tmp_path, llm):
     with aril.Memory(tmp_path / "memory", config) as memory:
         memory.add("I adopted a beagle called Pimenta from the shelter.", user_id="u", flush=True)
         reports = []
-        worker = threading.Thread(target=lambda: reports.append(memory.consolidate(max_cards=1, max_tokens=400)))
+        run = {"consolidate": lambda: memory.consolidate(max_cards=1, max_tokens=400),
+               "ask": lambda: memory.ask("Which dog did I adopt?", user_id="u")}[operation]
+        worker = threading.Thread(target=lambda: reports.append(run()))
         worker.start()
         try:
-            assert in_flight.wait(60), "consolidate never called the encoder"
+            assert in_flight.wait(60), f"{operation} never called the model"
             done = []
             beside = threading.Thread(target=lambda: done.append(
                 (memory.search("Which dog did I adopt?", user_id="u", k=1)[0].text,
                  memory.add("I also have a cat.", user_id="v").ids)))
             beside.start()
             beside.join(30)
-            assert done and "Pimenta" in done[0][0], "a search and an add waited for the encoder"
+            assert done and "Pimenta" in done[0][0], f"a search and an add waited for {operation}"
             assert worker.is_alive()
         finally:
             release.set()
             worker.join(180)
         model.server.shutdown()
-        assert reports and reports[0]["segments_done"] + reports[0]["segments_failed"] == 1
+        assert reports, f"{operation} failed"
+        if operation == "consolidate":
+            assert reports[0]["segments_done"] + reports[0]["segments_failed"] == 1
+        else:
+            assert reports[0].text.strip() and reports[0].cost["llm_calls"] >= 1

@@ -64,7 +64,7 @@ class Memory(Api):
         """Answers from the memory with the language models configured by the ``ARIL_LLM_*``
         environment (or ``config["llm"]``): one planner call when a planner is configured, recall
         over cards and turns, one answer call (none with ``context_only=True``). Other calls on
-        this memory wait while it runs."""
+        this memory go on while a model is called."""
         raw = self._engine.ask(
             question, user_id, agent_id, run_id, k, budget, rfc3339(at, "at"), context_only
         )
@@ -80,7 +80,8 @@ class Memory(Api):
     ) -> Dict[str, Any]:
         """Writes closed segments into typed cards with the configured encoder model (one call
         per segment, at most ``limit``); returns ``segments_done``, ``segments_failed``,
-        ``cards_added``, ``failures`` and the calls' ``cost``. Other calls wait while it runs."""
+        ``cards_added``, ``failures`` and the calls' ``cost``. Other calls go on while the
+        encoder runs: only storing a segment's cards holds the memory alone."""
         return json.loads(self._engine.consolidate(limit, retry_failed, max_cards, max_tokens))
 
     # -- the transport: the engine, JSON in and out ---------------------------------------------
