@@ -19,6 +19,7 @@ pub fn run(mut engine: Engine, cmd: &AskCmd) -> anyhow::Result<()> {
         k: cmd.k,
         budget: cmd.budget,
         single_list: false,
+        known_texts: Vec::new(),
     };
     let planner: Option<OpenAiClient> = models::client(Role::Planner, &llm)?;
     let planner = planner.as_ref().map(|p| p as &dyn ChatModel);

@@ -71,6 +71,9 @@ pub struct AskRequest {
     /// Ablation (the paper's "no fusion, rerank or diversity"): the first path's dense card list
     /// alone, in its own order. For measuring what fusion buys, not for use.
     pub single_list: bool,
+    /// Texts the caller's prompt holds already (the messages of a chat): a turn saying exactly
+    /// one of them is not recalled again, and its place goes to the next unit.
+    pub known_texts: Vec<String>,
 }
 
 /// One unit of the recalled context.
@@ -331,7 +334,7 @@ impl Engine {
         // Choose more than k so that turns a chosen card already shows can give way.
         let chosen = select_diverse(&order, &path_lists, k * 2, share, near);
         self.pack(
-            filter,
+            request,
             Chosen {
                 plan,
                 plan_note,
@@ -374,7 +377,7 @@ impl Engine {
             .map(|(i, u)| (u.clone(), 1.0 / (i + 1) as f32))
             .collect();
         self.pack(
-            &request.filter,
+            request,
             Chosen {
                 plan,
                 plan_note,
@@ -392,11 +395,13 @@ impl Engine {
     /// Packs the chosen units into at most `k` items within `budget` tokens and renders them.
     fn pack(
         &self,
-        filter: &ScopeFilter,
+        request: &AskRequest,
         c: Chosen,
         k: usize,
         budget: usize,
     ) -> Result<Recalled, EngineError> {
+        let filter = &request.filter;
+        let known: HashSet<&str> = request.known_texts.iter().map(|t| t.trim()).collect();
         let index = self.card_index(&filter.user_id)?;
         let cards: HashMap<CardId, Card> = c
             .chosen
@@ -439,7 +444,11 @@ impl Engine {
                     if shown.contains(id) {
                         continue; // a c.chosen card already shows it
                     }
-                    turns.get(id).map(turn_item)
+                    match turns.get(id) {
+                        // The caller's prompt holds it already.
+                        Some(t) if known.contains(t.turn.text.trim()) => continue,
+                        t => t.map(turn_item),
+                    }
                 }
             };
             let Some(mut item) = item else { continue };

@@ -125,6 +125,7 @@ aril_store::conformance!(
     an_unusable_plan_or_no_planner_searches_the_question_and_says_so,
     ask_answers_from_the_context_and_an_empty_answer_is_an_error,
     deleted_cards_are_never_recalled,
+    a_turn_the_prompt_already_holds_is_not_recalled_again,
 );
 
 fn request(question: &str) -> AskRequest {
@@ -135,6 +136,7 @@ fn request(question: &str) -> AskRequest {
         k: Some(6),
         budget: Some(400),
         single_list: false,
+        known_texts: Vec::new(),
     }
 }
 
@@ -415,5 +417,43 @@ fn deleted_cards_are_never_recalled(place: &Place) {
             .iter()
             .all(|i| i.kind != UnitKind::Card || !i.text.contains("Card: I adopted")),
         "the rebuilt segment's card went with it"
+    );
+}
+
+/// A turn whose text the caller's prompt holds already (`known_texts`) is not recalled again; the
+/// card written from it still is, and so is every other turn.
+fn a_turn_the_prompt_already_holds_is_not_recalled_again(place: &Place) {
+    let (engine, _) = engine_with_cards(place);
+    let said = "She howls when I leave the flat.";
+    let mut asked = request("Why does my dog howl?");
+    let before = engine.recall_unplanned(&asked).unwrap();
+    let turn_texts = |r: &aril_engine::Recalled| -> Vec<String> {
+        r.items
+            .iter()
+            .filter(|i| i.kind == UnitKind::Turn)
+            .map(|i| i.text.clone())
+            .collect()
+    };
+    assert!(
+        turn_texts(&before).iter().any(|t| t.ends_with(said)),
+        "{:?}",
+        before.items
+    );
+    asked.known_texts = vec![format!("  {said} ")];
+    let after = engine.recall_unplanned(&asked).unwrap();
+    assert!(
+        !turn_texts(&after).iter().any(|t| t.ends_with(said)),
+        "{:?}",
+        after.items
+    );
+    assert!(
+        after.items.iter().any(|i| i.kind == UnitKind::Card),
+        "{:?}",
+        after.items
+    );
+    assert!(
+        !after.context.contains(&format!("User: {said}")),
+        "{}",
+        after.context
     );
 }

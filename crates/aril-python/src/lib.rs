@@ -447,6 +447,7 @@ impl Engine {
             k,
             budget,
             single_list: false,
+            known_texts: Vec::new(),
         };
         let settings = self.read(py, |engine| Ok(engine.config().llm.clone()))?;
         let llm = |e: LlmError| errors::to_py(e.into());

@@ -120,3 +120,17 @@ def test_models_are_the_upstreams(proxy, upstream, llm):
     assert upstream.received[-1]["path"] == "/v1/models"
     with pytest.raises(openai.AuthenticationError):
         OpenAI(base_url=f"{proxy[0]}/v1", api_key="not-a-key", max_retries=0).models.list()
+
+
+def test_what_the_chat_already_says_is_not_added_again(proxy, upstream):
+    fact = "My cello teacher Ines lives in Braga."
+    ask(proxy, "ben", fact)
+    chat = client(proxy, "ben").chat.completions.with_raw_response.create(
+        model="smollm2", max_tokens=8,
+        messages=[{"role": "user", "content": fact}, {"role": "assistant", "content": "Noted."},
+                  {"role": "user", "content": "Where does my cello teacher live?"}])
+    sent = upstream.last_chat()["messages"]
+    # The history carries the fact; the memory added to the system prompt does not repeat it.
+    assert [m["content"] for m in sent if m["role"] == "user"] == [fact, "Where does my cello teacher live?"]
+    assert fact not in system_prompt(upstream.last_chat())
+    assert chat.headers["x-aril-stored"] == "2"

@@ -216,6 +216,7 @@ impl Strategy for AriLlm {
             k: Some(RECALL_K),
             budget: Some(RECALL_BUDGET),
             single_list: self.ablation == Some(Ablation::SingleList),
+            known_texts: Vec::new(),
         };
         let planner = self.planner.as_deref();
         let recalled = self.aril.engine().recall_planned(&request, planner)?;

@@ -1,7 +1,8 @@
 //! `aril proxy`: an OpenAI-compatible chat endpoint in front of any OpenAI-compatible model, so
 //! that an OpenAI SDK gets memory by changing its base URL. For each chat completion it recalls
-//! memory for the last user message (the offline recall of `aril ask`: no LLM call), adds it to
-//! the system prompt within a token budget, forwards the request, passes the reply through (chunk
+//! memory for the last user message (the offline recall of `aril ask`: no LLM call; turns the
+//! request's messages already say are left out), adds it to the system prompt within a token
+//! budget, forwards the request, passes the reply through (chunk
 //! by chunk when streamed) and stores the exchange — the new user message and the reply — as turns
 //! of the caller's scope. The ids of what it added come back in [`MEMORY_IDS`].
 //!
@@ -157,11 +158,13 @@ impl Proxy {
         caller.filter(user, None, None)
     }
 
-    /// The memory for the last user message, within the budget.
+    /// The memory for the last user message, within the budget, less the turns that say what
+    /// the request's messages (`known`) say already.
     async fn recall(
         &self,
         filter: ScopeFilter,
         question: String,
+        known: Vec<String>,
         now: DateTime<Utc>,
     ) -> Result<Recalled, ApiError> {
         let request = AskRequest {
@@ -171,6 +174,7 @@ impl Proxy {
             k: None,
             budget: Some(self.recall_budget),
             single_list: false,
+            known_texts: known,
         };
         self.app
             .read(move |engine| engine.recall_unplanned(&request))
@@ -291,8 +295,9 @@ async fn chat_completions(
     let asked = chat::last_user(messages);
     let mut memory_ids: Vec<String> = Vec::new();
     if let Some(asked) = &asked {
+        let known = messages.iter().filter_map(chat::message_text).collect();
         let recalled = proxy
-            .recall(filter.clone(), asked.text.clone(), now)
+            .recall(filter.clone(), asked.text.clone(), known, now)
             .await?;
         if !recalled.items.is_empty() {
             chat::inject(
