@@ -229,7 +229,7 @@ impl Condition {
             Condition::Test { field, op, operand } => {
                 let owned;
                 let value = match field {
-                    Field::Metadata(key) => subject.metadata.and_then(|m| m.get(key)),
+                    Field::Metadata(key) => subject.metadata.and_then(|m| lookup(m, key)),
                     Field::CreatedAt => {
                         owned = Value::String(subject.created_at.to_rfc3339());
                         Some(&owned)
@@ -245,6 +245,20 @@ impl Condition {
             }
         }
     }
+}
+
+/// The value under a metadata key: the key itself, else a dotted path into nested objects
+/// (`profile.city`).
+fn lookup<'m>(metadata: &'m Metadata, key: &str) -> Option<&'m Value> {
+    if let Some(v) = metadata.get(key) {
+        return Some(v);
+    }
+    let mut parts = key.split('.');
+    let mut at = metadata.get(parts.next()?)?;
+    for part in parts {
+        at = at.as_object()?.get(part)?;
+    }
+    Some(at)
 }
 
 /// The conditions one filter key's value sets on `field`.
@@ -480,7 +494,8 @@ mod tests {
 
     #[test]
     fn every_operator_holds_where_it_should_and_only_there() {
-        let food = json!({"category": "food", "score": 7, "tags": ["Spicy", "veg"], "note": "Loves Thai curry"});
+        let food = json!({"category": "food", "score": 7, "tags": ["Spicy", "veg"],
+                          "note": "Loves Thai curry", "place": {"city": "Porto"}});
         let at = "2024-05-03T10:00:00Z";
         let cases = [
             (json!({"category": "food"}), true),
@@ -502,6 +517,9 @@ mod tests {
             (json!({"category": "*"}), true),
             (json!({"missing": "*"}), false),
             (json!({"metadata": {"category": "food"}}), true),
+            (json!({"place.city": "Porto"}), true),
+            (json!({"place.city": {"in": ["Braga"]}}), false),
+            (json!({"place.street.number": "*"}), false),
             (
                 json!({"created_at": {"gte": "2024-05-01", "lt": "2024-06-01"}}),
                 true,

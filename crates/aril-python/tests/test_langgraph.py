@@ -74,6 +74,11 @@ def test_the_store_api_round_trips(memory):
     assert [i.key for i in store.search(ns, filter={"score": 5})] == ["drink"]
     hits = store.search(("prefs",), query="what does sam drink?", limit=1)
     assert [h.key for h in hits] == ["drink"] and hits[0].score > 0
+    # A filter with a query is recall's: the item that meets it, however it ranks.
+    hits = store.search(ns, query="what does sam drink?", filter={"score": {"$lt": 5}})
+    assert [h.key for h in hits] == ["food"]
+    with pytest.raises(aril.InvalidInputError, match="unknown operator"):
+        store.search(ns, filter={"score": {"$near": 4}})
 
     store.put(("prefs", "kim"), "food", {"content": "Vegan"})
     assert store.list_namespaces(prefix=("prefs",)) == [("prefs", "kim"), ("prefs", "sam")]

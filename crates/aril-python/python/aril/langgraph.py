@@ -15,8 +15,8 @@ How items map onto aril:
   deleting removes every version from every file; ``ttl`` (minutes) is the memory's expiry;
 - ``search(prefix, query=...)`` is aril's recall in each namespace under the prefix (hits that are
   whole items, best first); without a query, the items oldest first. ``filter`` matches value
-  fields exactly or with ``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte``; it is applied to
-  the hits recall returns, so a filtered search may return fewer than ``limit``.
+  fields exactly or with ``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte``; it becomes an aril
+  filter on the kept value, so recall reads deeper until ``limit`` items meet it.
 
 ``index=False`` (an item stored but never searched) has no aril equivalent and is refused.
 """
@@ -70,28 +70,25 @@ def _text(value: Dict[str, Any], index: Optional[Sequence[str]]) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
-_COMPARE = {
-    "$eq": lambda a, b: a == b,
-    "$ne": lambda a, b: a != b,
-    "$gt": lambda a, b: a is not None and a > b,
-    "$gte": lambda a, b: a is not None and a >= b,
-    "$lt": lambda a, b: a is not None and a < b,
-    "$lte": lambda a, b: a is not None and a <= b,
-}
+_OPERATORS = {"$eq": "eq", "$ne": "ne", "$gt": "gt", "$gte": "gte", "$lt": "lt", "$lte": "lte"}
 
 
-def _matches(value: Dict[str, Any], filter: Optional[Dict[str, Any]]) -> bool:
-    for field, wanted in (filter or {}).items():
-        have = value.get(field)
+def _aril_filters(filter: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+    """A LangGraph filter on value fields as an aril filter on the value kept in metadata."""
+    if not filter:
+        return None
+    conditions = []
+    for field, wanted in filter.items():
+        path = f"{METADATA_KEY}.value.{field}"
         if isinstance(wanted, dict) and wanted and all(k.startswith("$") for k in wanted):
-            for op, operand in wanted.items():
-                if op not in _COMPARE:
-                    raise InvalidInputError(f"filter on {field!r}: unknown operator {op!r}; use one of {', '.join(_COMPARE)}")
-                if not _COMPARE[op](have, operand):
-                    return False
-        elif have != wanted:
-            return False
-    return True
+            unknown = [op for op in wanted if op not in _OPERATORS]
+            if unknown:
+                raise InvalidInputError(
+                    f"filter on {field!r}: unknown operator {unknown[0]!r}; use one of {', '.join(_OPERATORS)}")
+            conditions.append({path: {_OPERATORS[op]: operand for op, operand in wanted.items()}})
+        else:
+            conditions.append({path: {"eq": wanted}})
+    return {"AND": conditions}
 
 
 def _condition_holds(namespace: Tuple[str, ...], condition: MatchCondition) -> bool:
@@ -166,11 +163,13 @@ class ArilStore(BaseStore):
         found: List[SearchItem] = []
         for namespace in namespaces:
             user = user_of(namespace)
+            filters = _aril_filters(op.filter)
             if op.query:
-                hits = self.memory.search(op.query, user_id=user, k=min(1000, op.limit + op.offset))
+                hits = self.memory.search(op.query, user_id=user, k=min(1000, op.limit + op.offset),
+                                          filters=filters)
                 for hit in hits:
                     kept = (hit.metadata or {}).get(METADATA_KEY)
-                    if hit.kind != "turn" or not isinstance(kept, dict) or not _matches(kept["value"], op.filter):
+                    if hit.kind != "turn" or not isinstance(kept, dict):
                         continue
                     record = self.memory.get(self._id(namespace, kept["key"]))
                     found.append(SearchItem(namespace=namespace, key=kept["key"], value=kept["value"],
@@ -179,10 +178,10 @@ class ArilStore(BaseStore):
             else:
                 page_no = 1
                 while True:
-                    page = self.memory.get_all(user_id=user, page=page_no, page_size=1000)
+                    page = self.memory.get_all(user_id=user, page=page_no, page_size=1000, filters=filters)
                     for record in page:
                         item = self._item(record, namespace)
-                        if item is not None and _matches(item.value, op.filter):
+                        if item is not None:
                             found.append(SearchItem(namespace=namespace, key=item.key, value=item.value,
                                                     created_at=item.created_at, updated_at=item.updated_at))
                     if page_no * 1000 >= page.total:
