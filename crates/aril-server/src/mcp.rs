@@ -94,16 +94,12 @@ pub struct ScopeArgsIn {
 
 impl ScopeArgsIn {
     fn args(self) -> Result<ScopeArgs, ApiError> {
-        let mut args = ScopeArgs {
-            user_id: self.user_id,
-            agent_id: self.agent_id,
-            run_id: self.run_id,
-            condition: None,
-        };
-        if let Some(f) = &self.filters {
-            args.add_filters(f)?;
-        }
-        Ok(args)
+        ScopeArgs::named(
+            self.user_id,
+            self.agent_id,
+            self.run_id,
+            self.filters.as_ref(),
+        )
     }
 
     /// The scope; filters beyond it are refused (the tool takes none).

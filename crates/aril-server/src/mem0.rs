@@ -201,6 +201,26 @@ impl ScopeArgs {
         }
     }
 
+    /// The scope named by fields and Mem0 `filters` (which may name it too, and add a
+    /// condition).
+    pub(crate) fn named(
+        user_id: Option<String>,
+        agent_id: Option<String>,
+        run_id: Option<String>,
+        filters: Option<&Value>,
+    ) -> Result<Self, ApiError> {
+        let mut scope = Self {
+            user_id,
+            agent_id,
+            run_id,
+            condition: None,
+        };
+        if let Some(f) = filters {
+            scope.add_filters(f)?;
+        }
+        Ok(scope)
+    }
+
     /// Takes Mem0 `filters`: the scope keys of its top-level conjunction into the scope, the
     /// rest (metadata, times) as the condition.
     pub(crate) fn add_filters(&mut self, filters: &Value) -> Result<(), ApiError> {

@@ -223,15 +223,12 @@ async fn search(
     ApiJson(body): ApiJson<SearchBody>,
 ) -> Result<axum::Json<SearchResponse>, ApiError> {
     check_query(&body.query)?;
-    let mut scope = ScopeArgs {
-        user_id: body.user_id,
-        agent_id: body.agent_id,
-        run_id: body.run_id,
-        condition: None,
-    };
-    if let Some(filters) = &body.filters {
-        scope.add_filters(filters)?;
-    }
+    let scope = ScopeArgs::named(
+        body.user_id,
+        body.agent_id,
+        body.run_id,
+        body.filters.as_ref(),
+    )?;
     let (filter, condition) = scope.filter_and_condition(&caller)?;
     let request = SearchRequest {
         filter,
