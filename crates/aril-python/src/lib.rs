@@ -113,20 +113,18 @@ const POISONED: &str = "an earlier call failed inside aril (a bug; the store rol
                         back): close this memory and open it again";
 
 impl Engine {
+    /// The engine behind its lock (closed or poisoned: an error that says so).
+    fn shared(&self) -> Shared<'_> {
+        Shared(&self.inner)
+    }
+
     /// Runs `f` on the engine beside other reads, with the interpreter detached.
     fn read<T: Send>(
         &self,
         py: Python<'_>,
         f: impl FnOnce(&Inner) -> Result<T, EngineError> + Send,
     ) -> PyResult<T> {
-        py.detach(|| {
-            let guard = self
-                .inner
-                .read()
-                .map_err(|_| ArilError::new_err(POISONED))?;
-            let engine = guard.as_ref().ok_or_else(|| ArilError::new_err(CLOSED))?;
-            f(engine).map_err(errors::to_py)
-        })
+        py.detach(|| self.shared().read(f).map_err(errors::to_py))
     }
 
     /// A page of a scope's list (`limit` after `offset`, at most 1,000) as JSON, with the total.
@@ -154,14 +152,7 @@ impl Engine {
         py: Python<'_>,
         f: impl FnOnce(&mut Inner) -> Result<T, EngineError> + Send,
     ) -> PyResult<T> {
-        py.detach(|| {
-            let mut guard = self
-                .inner
-                .write()
-                .map_err(|_| ArilError::new_err(POISONED))?;
-            let engine = guard.as_mut().ok_or_else(|| ArilError::new_err(CLOSED))?;
-            f(engine).map_err(errors::to_py)
-        })
+        py.detach(|| self.shared().write(f).map_err(errors::to_py))
     }
 }
 
@@ -453,7 +444,7 @@ impl Engine {
         let llm = |e: LlmError| errors::to_py(e.into());
         let planner = OpenAiClient::for_role(Role::Planner, &settings).map_err(llm)?;
         let planner = planner.as_ref().map(|p| p as &dyn ChatModel);
-        let shared = Shared(&self.inner);
+        let shared = self.shared();
         if context_only {
             let recalled = py.detach(|| {
                 recall_planned_shared(&shared, &request, planner).map_err(errors::to_py)
@@ -500,7 +491,7 @@ impl Engine {
             .map_err(|e| errors::to_py(e.into()))?;
         let report = py.detach(|| {
             consolidate_shared(
-                &Shared(&self.inner),
+                &self.shared(),
                 &model,
                 &options,
                 &mut |_| {},
