@@ -752,7 +752,7 @@ fn hidden(
 }
 
 /// A turn as a filter sees it: its metadata, when it was said (else stored), when stored.
-pub fn subject(turn: &Turn) -> Subject<'_> {
+fn subject(turn: &Turn) -> Subject<'_> {
     Subject {
         metadata: turn.turn.metadata.as_ref(),
         created_at: turn.turn.event_time.unwrap_or(turn.ingest_time),

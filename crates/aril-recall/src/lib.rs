@@ -29,5 +29,4 @@ pub use error::RecallError;
 pub use fusion::{RRF_K, rrf, rrf_ranked};
 pub use hybrid::{
     Candidate, MAX_FILTERED_DEPTH, Recall, SearchHit, SearchRequest, SearchResponse, SourceRef,
-    subject,
 };
