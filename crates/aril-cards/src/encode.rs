@@ -3,9 +3,11 @@
 //! cards with stable ids and the merged disambiguation state.
 
 use aril_core::{
-    Card, CardId, CardKind, CardTime, Segment, Turn, parse_calendar_date as parse_date, short_hash,
+    Card, CardId, CardKind, CardTime, Segment, Turn, TurnId, parse_calendar_date as parse_date,
+    short_hash,
 };
 use aril_llm::{ChatModel, JsonSpec, LlmError, Purpose, complete_json};
+use chrono::{DateTime, Utc};
 
 use crate::prompt::{messages, recent_within, summary_messages};
 use crate::schema::{KINDS, Reply, labels, reply_schema};
@@ -100,6 +102,16 @@ fn check(reply: &Reply, turns: usize, recent: usize) -> Result<(), String> {
     Ok(())
 }
 
+/// When the newest of the `sources` among `turns` was said (else stored): since when a card
+/// written from them holds. `None` when it cites none of them.
+fn said_at(turns: &[Turn], sources: &[TurnId]) -> Option<DateTime<Utc>> {
+    turns
+        .iter()
+        .filter(|t| sources.contains(&t.id))
+        .map(|t| t.turn.event_time.unwrap_or(t.ingest_time))
+        .max()
+}
+
 fn kind_of(label: &str) -> Option<CardKind> {
     serde_json::from_value(serde_json::Value::String(label.to_string())).ok()
 }
@@ -163,22 +175,25 @@ pub fn encode_segment(
                     granularity: t.granularity,
                 })
             });
+            let source_turns: Vec<TurnId> = c
+                .source_turns
+                .iter()
+                .filter_map(|l| index(l).and_then(|i| segment.turns.get(i)).cloned())
+                .collect();
             Some(Card {
                 id: CardId(format!(
                     "c_{}",
                     short_hash(&[&segment.id.0, &i.to_string(), &text])
                 )),
+                valid_from: said_at(turns, &source_turns),
+                valid_to: None,
                 scope: segment.scope.clone(),
                 kind,
                 text,
                 entities: c.entities,
                 topics: c.topics,
                 time,
-                source_turns: c
-                    .source_turns
-                    .iter()
-                    .filter_map(|l| index(l).and_then(|i| segment.turns.get(i)).cloned())
-                    .collect(),
+                source_turns,
                 segment: segment.id.clone(),
                 supersedes: c
                     .supersedes
@@ -253,6 +268,8 @@ fn summarize_segment(
             entities: Vec::new(),
             topics: Vec::new(),
             time: None,
+            valid_from: said_at(turns, &segment.turns),
+            valid_to: None,
             source_turns: segment.turns.clone(),
             segment: segment.id.clone(),
             supersedes: Vec::new(),

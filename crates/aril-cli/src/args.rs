@@ -56,6 +56,9 @@ pub enum Command {
     Export(ExportCmd),
     /// Delete everything of a scope: turns, segments, index entries, cached vectors.
     Delete(DeleteCmd),
+    /// Mark one memory as no longer true from a time on, without deleting it: recall asked from
+    /// then on leaves it out, its history keeps it with the interval it held. --restore undoes it.
+    Forget(ForgetCmd),
     /// Rebuild the lexical index from the store and embed units lacking vectors.
     Reindex,
     /// Check the store's integrity.
@@ -87,6 +90,22 @@ pub enum Command {
     /// Answer a question from memory: one planner call, multi-path recall over cards and turns,
     /// one answer call (models from ARIL_LLM_*). --context-only stops before the answer.
     Ask(AskCmd),
+}
+
+#[derive(Args, Debug)]
+pub struct ForgetCmd {
+    /// The memory's id (a turn id as `aril search --json` shows it, or a card id `c_…`).
+    pub id: String,
+    /// From when it no longer holds: RFC 3339, or YYYY-MM-DD (from that day's start, UTC).
+    /// Default: now.
+    #[arg(long, conflicts_with = "restore")]
+    pub at: Option<String>,
+    /// Undo a forgetting: the memory holds again.
+    #[arg(long)]
+    pub restore: bool,
+    /// Print the memory as it now stands as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]

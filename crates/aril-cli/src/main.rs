@@ -156,6 +156,29 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             );
             Ok(())
         }
+        Command::Forget(cmd) => {
+            let mut engine = open(&cli, Open::Existing)?;
+            let valid_to = match (&cmd.at, cmd.restore) {
+                (_, true) => None,
+                (Some(at), false) => Some(aril_engine::parse_valid_to(at)?),
+                (None, false) => Some(chrono::Utc::now()),
+            };
+            let memory = engine.set_record_validity(&cmd.id, valid_to, &|_| true)?;
+            if cmd.json {
+                println!("{}", serde_json::to_string_pretty(&memory)?);
+            } else {
+                match memory.valid_to {
+                    Some(to) => println!(
+                        "memory {} no longer holds from {}: {}",
+                        memory.id,
+                        to.to_rfc3339(),
+                        memory.memory
+                    ),
+                    None => println!("memory {} holds again: {}", memory.id, memory.memory),
+                }
+            }
+            Ok(())
+        }
         Command::Reindex => {
             let mut engine = open(&cli, Open::Existing)?;
             let n = engine.reindex()?;

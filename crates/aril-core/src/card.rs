@@ -47,6 +47,21 @@ pub struct Card {
     /// The segment (event frame) the card came from.
     pub segment: SegmentId,
     pub supersedes: Vec<CardId>,
+    /// Since when its content holds (valid time): when the turns it came from were said. `None`
+    /// on cards of an older aril; readers then take their source turns' time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub valid_from: Option<DateTime<Utc>>,
+    /// From when it no longer holds, when a forgetting said so (`aril forget`). A card that a
+    /// newer card supersedes ends where that one begins; readers derive that, it is not stored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub valid_to: Option<DateTime<Utc>>,
+}
+
+impl Card {
+    /// Whether a forgetting says the card no longer holds at `at`.
+    pub fn invalid_at(&self, at: DateTime<Utc>) -> bool {
+        self.valid_to.is_some_and(|to| to <= at)
+    }
 }
 
 /// A calendar date as a model writes it (`YYYY`, `YYYY-MM` or `YYYY-MM-DD`), as the first instant

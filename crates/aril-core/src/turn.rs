@@ -89,12 +89,21 @@ pub struct Lifecycle {
     /// An update of the memory is refused (a deletion is not).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub immutable: bool,
+    /// From this time on what the memory says no longer holds (it was forgotten, `aril forget`):
+    /// recall asked at or after it leaves the memory out; listings and its history keep it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub valid_to: Option<DateTime<Utc>>,
 }
 
 impl Lifecycle {
     /// Whether the memory has expired at `now`.
     pub fn expired(&self, now: DateTime<Utc>) -> bool {
         self.expires_at.is_some_and(|at| at <= now)
+    }
+
+    /// Whether what the memory says no longer holds at `at`.
+    pub fn invalid_at(&self, at: DateTime<Utc>) -> bool {
+        self.valid_to.is_some_and(|to| to <= at)
     }
 }
 

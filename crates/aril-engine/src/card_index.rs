@@ -7,7 +7,8 @@
 //! the cards and their vectors (for near-duplicate checks) are held here. Built on first use and
 //! rebuilt whenever the store's cards of the user change, whoever changed them
 //! ([`aril_store::Store::cards_generation`]), so it never shows a card the store no longer has.
-//! Superseded cards are left out: recall shows what holds now.
+//! Superseded cards, and cards a forgetting says no longer hold, are left out: recall shows
+//! what holds now.
 
 use std::collections::HashMap;
 use std::sync::{Arc, PoisonError};
@@ -15,6 +16,7 @@ use std::sync::{Arc, PoisonError};
 use aril_core::{Card, CardId, ScopeFilter, UnitKind};
 use aril_index::{FromStore, Hit, LexicalIndex, UnitSearch, VectorIndex, Watermark};
 use aril_store::{CardVectors, Store, StoredChunk, UnitText, UnitVectors};
+use chrono::{DateTime, Utc};
 
 use crate::{Engine, EngineError};
 
@@ -29,6 +31,9 @@ pub(crate) struct CardIndex {
     model: String,
     /// The store's [`aril_store::Store::cards_generation`] this was built at.
     generation: (u64, i64),
+    /// When the first of its cards stops holding (a forgetting dated later than the build):
+    /// from then on the index is stale, though no card changed.
+    stale_at: Option<DateTime<Utc>>,
 }
 
 /// What [`Engine::current_cards_with_vectors`] finds for a user.
@@ -111,7 +116,7 @@ impl Engine {
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .get(user_id)
-            .filter(|i| i.generation == generation)
+            .filter(|i| i.generation == generation && i.stale_at.is_none_or(|t| t > Utc::now()))
             .cloned();
         let index = match held {
             Some(index) => index,
@@ -236,6 +241,7 @@ impl Engine {
         };
         tracing::debug!(user_id, cards = cards.len(), "card index built");
         Ok(CardIndex {
+            stale_at: cards.iter().filter_map(|c| c.valid_to).min(),
             cards: cards.into_iter().map(|c| (c.id.clone(), c)).collect(),
             vectors,
             lexical,

@@ -7,7 +7,7 @@
 use std::collections::HashSet;
 
 use aril_core::{Card, CardId, SegmentId, TurnId, short_hash};
-use chrono::Utc;
+use chrono::{DateTime, SubsecRound, Utc};
 
 use crate::{Engine, EngineError};
 
@@ -65,7 +65,8 @@ impl Engine {
     }
 
     /// Writes `text` as the next version of a card memory: a new card like the newest version,
-    /// with the new text, superseding it. Returns the memory as it now stands.
+    /// with the new text, holding from now, superseding it (which closes the older version's
+    /// validity). Returns the memory as it now stands.
     pub fn update_card_memory(
         &mut self,
         id: &CardId,
@@ -77,6 +78,33 @@ impl Engine {
                 "a memory's new text is empty: give the text it should hold".into(),
             ));
         }
+        self.append_card_version(id, text, |newest| Card {
+            text: text.to_string(),
+            valid_from: Some(Utc::now().trunc_subsecs(6)),
+            valid_to: None,
+            ..newest
+        })
+    }
+
+    /// Writes the next version of a card memory with the same content and a new end of its
+    /// validity (`None`: it holds again). Returns the memory as it now stands.
+    pub fn set_card_validity(
+        &mut self,
+        id: &CardId,
+        valid_to: Option<DateTime<Utc>>,
+    ) -> Result<CardMemory, EngineError> {
+        let change = format!("valid_to {valid_to:?}");
+        self.append_card_version(id, &change, |newest| Card { valid_to, ..newest })
+    }
+
+    /// Appends `next(newest)` as a new version superseding the newest (with a fresh id, made
+    /// from the newest's id, `change` and the time).
+    fn append_card_version(
+        &mut self,
+        id: &CardId,
+        change: &str,
+        next: impl FnOnce(Card) -> Card,
+    ) -> Result<CardMemory, EngineError> {
         let mut memory = self
             .card_memory(id)?
             .ok_or_else(|| EngineError::UnknownMemory(id.0.clone()))?;
@@ -84,11 +112,11 @@ impl Engine {
             return Err(EngineError::UnknownMemory(id.0.clone()));
         };
         let now = Utc::now().to_rfc3339();
+        let newest_id = newest.id.clone();
         let card = Card {
-            id: CardId(format!("c_{}", short_hash(&[&newest.id.0, text, &now]))),
-            text: text.to_string(),
-            supersedes: vec![newest.id.clone()],
-            ..newest
+            id: CardId(format!("c_{}", short_hash(&[&newest_id.0, change, &now]))),
+            supersedes: vec![newest_id],
+            ..next(newest)
         };
         let vectors = self.card_vectors(std::slice::from_ref(&card))?;
         self.store

@@ -49,6 +49,10 @@ pub struct TurnIn {
     /// True: an update of this memory is refused (a deletion is not).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub immutable: bool,
+    /// From when what it says no longer holds, RFC 3339 (what `aril forget` writes): recall
+    /// asked from then on leaves it out; listings and history keep it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub valid_to: Option<String>,
 }
 
 impl From<&Turn> for TurnIn {
@@ -71,6 +75,7 @@ impl From<&Turn> for TurnIn {
             metadata: t.metadata.clone(),
             expires_at: t.lifecycle.expires_at.map(|at| at.to_rfc3339()),
             immutable: t.lifecycle.immutable,
+            valid_to: t.lifecycle.valid_to.map(|at| at.to_rfc3339()),
         }
     }
 }
@@ -140,11 +145,35 @@ pub fn parse_expiry(s: &str) -> Result<DateTime<Utc>, EngineError> {
         })
 }
 
+/// When a memory stops holding, as a forgetting gives it: RFC 3339, or a date `YYYY-MM-DD` (it
+/// no longer holds from that day's start, UTC).
+pub fn parse_valid_to(s: &str) -> Result<DateTime<Utc>, EngineError> {
+    if let Ok(day) = chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d") {
+        return day
+            .and_hms_opt(0, 0, 0)
+            .map(|midnight| midnight.and_utc())
+            .ok_or_else(|| {
+                EngineError::InvalidInput(aril_core::InvalidInput(format!(
+                    "date {s:?} is out of range"
+                )))
+            });
+    }
+    DateTime::parse_from_rfc3339(s)
+        .map(|t| t.with_timezone(&Utc))
+        .map_err(|_| {
+            EngineError::InvalidInput(aril_core::InvalidInput(format!(
+                "bad time {s:?}: use a date (2025-06-30: from that day on, UTC) or RFC 3339 \
+                 (2025-06-30T18:00:00Z)"
+            )))
+        })
+}
+
 /// A lifecycle from its wire fields: an expiry as [`parse_expiry`] reads it, and immutability.
 pub fn parse_lifecycle(expires: Option<&str>, immutable: bool) -> Result<Lifecycle, EngineError> {
     Ok(Lifecycle {
         expires_at: expires.map(parse_expiry).transpose()?,
         immutable,
+        valid_to: None,
     })
 }
 
@@ -200,6 +229,7 @@ impl TurnIn {
                     None => defaults.lifecycle.expires_at,
                 },
                 immutable: self.immutable || defaults.lifecycle.immutable,
+                valid_to: self.valid_to.as_deref().map(parse_time).transpose()?,
             },
         };
         turn.validate()?;
@@ -233,6 +263,7 @@ mod tests {
             lifecycle: Lifecycle {
                 expires_at: Some(parse_time("2030-01-01T00:00:00Z").unwrap()),
                 immutable: true,
+                valid_to: Some(parse_time("2029-06-01T12:00:00Z").unwrap()),
             },
         };
         let stored = Turn {

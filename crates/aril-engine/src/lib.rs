@@ -68,7 +68,7 @@ pub use consolidate::{
 pub use embedding::stored_chunks;
 pub use error::EngineError;
 pub use ingest::{IngestOptions, IngestReport, Prepared, Progress, Stored};
-pub use input::{TurnDefaults, TurnIn, parse_expiry, parse_lifecycle, parse_time};
+pub use input::{TurnDefaults, TurnIn, parse_expiry, parse_lifecycle, parse_time, parse_valid_to};
 pub use keys::{Grant, KeyRing};
 pub use memory::{MemoryEdit, MemoryView};
 pub use metered::CallCost;

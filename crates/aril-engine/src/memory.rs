@@ -34,6 +34,8 @@ pub struct MemoryEdit {
     pub metadata: Option<Metadata>,
     /// The new expiry: `Some(None)` removes it.
     pub expires_at: Option<Option<DateTime<Utc>>>,
+    /// From when the memory no longer holds (a forgetting): `Some(None)` says it holds again.
+    pub valid_to: Option<Option<DateTime<Utc>>>,
     /// When the memory changed (default: now).
     pub at: Option<DateTime<Utc>>,
 }
@@ -105,9 +107,15 @@ impl Engine {
     /// its conversation like any other (embedded, segmented, indexed); its time defaults to now,
     /// when the memory changed.
     pub fn update_memory(&mut self, id: &TurnId, edit: &MemoryEdit) -> Result<Turn, EngineError> {
-        if edit.text.is_none() && edit.metadata.is_none() && edit.expires_at.is_none() {
+        if edit.text.is_none()
+            && edit.metadata.is_none()
+            && edit.expires_at.is_none()
+            && edit.valid_to.is_none()
+        {
             return Err(aril_core::InvalidInput(
-                "an update changes the text, the metadata or the expiry: give at least one".into(),
+                "an update changes the text, the metadata, the expiry or the validity: give at \
+                 least one"
+                    .into(),
             )
             .into());
         }
@@ -138,6 +146,11 @@ impl Engine {
             lifecycle: Lifecycle {
                 expires_at: edit.expires_at.unwrap_or(current.turn.lifecycle.expires_at),
                 immutable: false,
+                // A new text is a new statement: it holds until something says otherwise.
+                valid_to: edit.valid_to.unwrap_or(match edit.text {
+                    Some(_) => None,
+                    None => current.turn.lifecycle.valid_to,
+                }),
             },
             ..current.turn.clone()
         };

@@ -10,7 +10,7 @@ use aril_core::{
     Card, CardId, Condition, METADATA_RESERVED_KEY, Metadata, Role, ScopeFilter, Subject, Turn,
     TurnId,
 };
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, SubsecRound, Utc};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -42,6 +42,9 @@ pub struct MemoryRecord {
     pub categories: Vec<String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// From when it no longer holds (it was forgotten): recall asked from then on leaves it out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub valid_to: Option<DateTime<Utc>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub score: Option<f32>,
 }
@@ -59,6 +62,7 @@ impl MemoryRecord {
             agent_id: t.turn.scope.agent_id,
             run_id: t.turn.scope.run_id,
             role: Some(t.turn.role),
+            valid_to: t.turn.lifecycle.valid_to,
             metadata: t.turn.metadata.map(Value::from),
             categories: Vec::new(),
             score: None,
@@ -100,6 +104,7 @@ impl MemoryRecord {
             categories: card.topics.clone(),
             created_at: said_at(engine, first)?,
             updated_at: latest(&sources),
+            valid_to: card.valid_to,
             score: None,
         }))
     }
@@ -116,7 +121,8 @@ pub struct HistoryEntry {
     pub version: u32,
     pub old_memory: Option<String>,
     pub new_memory: String,
-    /// `ADD` for the first version, `UPDATE` for the others.
+    /// `ADD` for the first version; then `UPDATE` (a new text, metadata or expiry), `FORGET`
+    /// (the same text, no longer holding from `valid_to`) or `RESTORE` (holding again).
     pub event: &'static str,
     pub user_id: String,
     #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
@@ -127,6 +133,13 @@ pub struct HistoryEntry {
     pub metadata: Option<Metadata>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// Since when what this version says holds (valid time; `updated_at` is when aril learned
+    /// it): when it was said, carried over by later versions of the same text.
+    pub valid_from: DateTime<Utc>,
+    /// Until when it held, as this version knew it: a forgetting's time, else when a later
+    /// version with another text begins; none while it holds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub valid_to: Option<DateTime<Utc>>,
     pub is_deleted: bool,
 }
 
@@ -280,14 +293,7 @@ impl Engine {
             .into());
         }
         let memory = self.card_versions(id, access)?;
-        let sources = memory.current().map(|c| c.source_turns.clone());
-        if self
-            .turns(&sources.unwrap_or_default())?
-            .iter()
-            .any(|t| t.turn.lifecycle.immutable)
-        {
-            return Err(EngineError::ImmutableMemory(id.to_string()));
-        }
+        self.check_card_mutable(id, &memory)?;
         let Some(text) = edit.text.as_deref() else {
             return Err(aril_core::InvalidInput(
                 "an update of a card memory needs the new text".into(),
@@ -323,22 +329,34 @@ impl Engine {
         }
         let all = self.turn_versions(id, access)?;
         let memory_id = all.first().map(|t| t.id.0.clone()).unwrap_or_default();
+        let stated: Vec<Stated> = all
+            .iter()
+            .map(|t| Stated {
+                text: &t.turn.text,
+                said: t.turn.event_time.unwrap_or(t.ingest_time),
+                valid_to: t.turn.lifecycle.valid_to,
+            })
+            .collect();
+        let validity = validity(&stated);
         let mut previous: Option<String> = None;
         Ok(all
-            .into_iter()
+            .iter()
+            .zip(validity)
             .zip(1..)
-            .map(|(t, version)| HistoryEntry {
-                id: t.id.0,
+            .map(|((t, v), version)| HistoryEntry {
+                id: t.id.0.clone(),
                 memory_id: memory_id.clone(),
                 version,
                 old_memory: previous.replace(t.turn.text.clone()),
-                new_memory: t.turn.text,
-                event: if version == 1 { "ADD" } else { "UPDATE" },
-                user_id: t.turn.scope.user_id,
+                new_memory: t.turn.text.clone(),
+                event: v.event,
+                user_id: t.turn.scope.user_id.clone(),
                 role: Some(t.turn.role),
-                metadata: t.turn.metadata,
+                metadata: t.turn.metadata.clone(),
                 created_at: t.turn.event_time.unwrap_or(t.ingest_time),
                 updated_at: t.ingest_time,
+                valid_from: v.from,
+                valid_to: v.to,
                 is_deleted: false,
             })
             .collect())
@@ -346,25 +364,147 @@ impl Engine {
 
     /// Every card of a card memory, first to newest, as history entries.
     fn card_history(&self, memory: &CardMemory) -> Result<Vec<HistoryEntry>, EngineError> {
+        let mut said = Vec::with_capacity(memory.versions.len());
+        for card in &memory.versions {
+            said.push(said_at(self, card)?);
+        }
+        let stated: Vec<Stated> = memory
+            .versions
+            .iter()
+            .zip(&said)
+            .map(|(card, at)| Stated {
+                text: &card.text,
+                said: card.valid_from.unwrap_or(*at),
+                valid_to: card.valid_to,
+            })
+            .collect();
+        let validity = validity(&stated);
         let mut previous: Option<String> = None;
-        let mut entries = Vec::with_capacity(memory.versions.len());
-        for (card, version) in memory.versions.iter().zip(1..) {
-            let at = said_at(self, card)?;
-            entries.push(HistoryEntry {
+        Ok(memory
+            .versions
+            .iter()
+            .zip(said)
+            .zip(validity)
+            .zip(1..)
+            .map(|(((card, at), v), version)| HistoryEntry {
                 id: card.id.0.clone(),
                 memory_id: memory.id.0.clone(),
                 version,
                 old_memory: previous.replace(card.text.clone()),
                 new_memory: card.text.clone(),
-                event: if version == 1 { "ADD" } else { "UPDATE" },
+                event: v.event,
                 user_id: card.scope.user_id.clone(),
                 role: None,
                 metadata: None,
                 created_at: at,
                 updated_at: at,
+                valid_from: v.from,
+                valid_to: v.to,
                 is_deleted: false,
-            });
-        }
-        Ok(entries)
+            })
+            .collect())
     }
+
+    /// Marks a memory as no longer holding from `at` (default: now), or, with `None` for `at`
+    /// and `restore`, as holding again: a new version with the same text (and metadata) that
+    /// says so, so the history keeps what was believed when. Recall asked from that time on
+    /// leaves the memory out; listings show it with its `valid_to`. Refused for an immutable
+    /// memory, and a restore of a memory that holds.
+    pub fn set_record_validity(
+        &mut self,
+        id: &str,
+        valid_to: Option<DateTime<Utc>>,
+        access: Access,
+    ) -> Result<MemoryRecord, EngineError> {
+        // To the microsecond, as both stores keep times: what is returned is what is stored.
+        let valid_to = valid_to.map(|t| t.trunc_subsecs(6));
+        let holds = |current: Option<DateTime<Utc>>| {
+            if valid_to.is_none() && current.is_none() {
+                return Err(EngineError::InvalidInput(aril_core::InvalidInput(format!(
+                    "memory {id} was not forgotten: there is nothing to restore"
+                ))));
+            }
+            Ok(())
+        };
+        if !is_card(id) {
+            let all = self.turn_versions(id, access)?;
+            holds(all.last().and_then(|t| t.turn.lifecycle.valid_to))?;
+            let edit = MemoryEdit {
+                valid_to: Some(valid_to),
+                ..MemoryEdit::default()
+            };
+            return self.update_record(id, &edit, access);
+        }
+        let memory = self.card_versions(id, access)?;
+        holds(memory.current().and_then(|c| c.valid_to))?;
+        self.check_card_mutable(id, &memory)?;
+        let memory = self.set_card_validity(&memory.id, valid_to)?;
+        MemoryRecord::from_cards(self, &memory)?
+            .ok_or_else(|| EngineError::UnknownMemory(id.to_string()))
+    }
+
+    /// Refuses a change to a card memory written from an immutable memory's turns.
+    fn check_card_mutable(&self, id: &str, memory: &CardMemory) -> Result<(), EngineError> {
+        let sources = memory.current().map(|c| c.source_turns.clone());
+        if self
+            .turns(&sources.unwrap_or_default())?
+            .iter()
+            .any(|t| t.turn.lifecycle.immutable)
+        {
+            return Err(EngineError::ImmutableMemory(id.to_string()));
+        }
+        Ok(())
+    }
+}
+
+/// A version as its validity is worked out: its text, since when it was said, and the end its
+/// own forgetting gave it.
+struct Stated<'a> {
+    text: &'a str,
+    said: DateTime<Utc>,
+    valid_to: Option<DateTime<Utc>>,
+}
+
+/// A version's validity interval and the event that wrote it.
+struct Validity {
+    from: DateTime<Utc>,
+    to: Option<DateTime<Utc>>,
+    event: &'static str,
+}
+
+/// The validity of each version of a memory (first to newest). A version holds from when its
+/// text was first said (a later version of the same text only changes what is known about it),
+/// until its own forgetting, else until the next version with another text begins.
+fn validity(versions: &[Stated]) -> Vec<Validity> {
+    let mut from: Vec<DateTime<Utc>> = Vec::with_capacity(versions.len());
+    for (i, v) in versions.iter().enumerate() {
+        let start = match i.checked_sub(1) {
+            Some(p) if versions[p].text == v.text => from[p],
+            _ => v.said,
+        };
+        from.push(start);
+    }
+    versions
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let replaced = versions[i + 1..]
+                .iter()
+                .zip(&from[i + 1..])
+                .find(|(later, _)| later.text != v.text)
+                .map(|(_, start)| *start);
+            let event = match i.checked_sub(1).map(|p| &versions[p]) {
+                None => "ADD",
+                Some(p) if p.text != v.text => "UPDATE",
+                Some(p) if v.valid_to.is_some() && v.valid_to != p.valid_to => "FORGET",
+                Some(p) if v.valid_to.is_none() && p.valid_to.is_some() => "RESTORE",
+                Some(_) => "UPDATE",
+            };
+            Validity {
+                from: from[i],
+                to: v.valid_to.or(replaced),
+                event,
+            }
+        })
+        .collect()
 }

@@ -12,7 +12,7 @@ use aril_engine::{
     AskRequest, ConsolidateOptions, Engine, EngineError, IngestOptions, NewTurn, Role, Scope,
     ScopeFilter, UnitKind,
 };
-use chrono::{TimeZone, Utc};
+use chrono::{SubsecRound, TimeZone, Utc};
 use common::Place;
 use serde_json::json;
 
@@ -126,6 +126,7 @@ aril_store::conformance!(
     ask_answers_from_the_context_and_an_empty_answer_is_an_error,
     deleted_cards_are_never_recalled,
     a_turn_the_prompt_already_holds_is_not_recalled_again,
+    a_forgotten_card_leaves_the_profile_and_recall_when_its_time_comes,
 );
 
 fn request(question: &str) -> AskRequest {
@@ -456,4 +457,75 @@ fn a_turn_the_prompt_already_holds_is_not_recalled_again(place: &Place) {
         "{}",
         after.context
     );
+}
+
+/// A card memory forgotten from a time on leaves the profile and planned recall at that time
+/// (even with no card written meanwhile); its history shows each version's interval, and an
+/// edit closes the version it supersedes where the new text begins.
+fn a_forgotten_card_leaves_the_profile_and_recall_when_its_time_comes(place: &Place) {
+    let (mut engine, _) = engine_with_dog_card(place, "preference", "T1");
+    let everyone = |_: &str| true;
+    let profile = engine.profile(&ScopeFilter::user("u")).unwrap();
+    let card = profile.preferences[0].clone();
+    let said = Utc.with_ymd_and_hms(2024, 3, 1, 10, 0, 0).unwrap();
+    assert_eq!(
+        card.valid_from,
+        Some(said),
+        "holds since its source turn was said"
+    );
+
+    // An edit: the new version holds from when it was made, and closes the first one there.
+    engine
+        .update_record(
+            &card.id.0,
+            &aril_engine::MemoryEdit {
+                text: Some("Card: I love my beagle Pimenta.".into()),
+                ..Default::default()
+            },
+            &everyone,
+        )
+        .unwrap();
+    let history = engine.record_history(&card.id.0, &everyone).unwrap();
+    assert_eq!(history[0].valid_from, said);
+    assert_eq!(history[0].valid_to, Some(history[1].valid_from));
+    assert_eq!(history[1].valid_to, None);
+
+    // Forgotten a second from now: it holds until then, and is gone after.
+    // To the microsecond, as the stores keep it.
+    let soon = (Utc::now() + chrono::Duration::seconds(1)).trunc_subsecs(6);
+    let record = engine
+        .set_record_validity(&card.id.0, Some(soon), &everyone)
+        .unwrap();
+    assert_eq!(record.valid_to, Some(soon));
+    let profile = engine.profile(&ScopeFilter::user("u")).unwrap();
+    assert_eq!(profile.preferences.len(), 1, "it still holds: {profile:?}");
+    std::thread::sleep(std::time::Duration::from_millis(1200));
+    let profile = engine.profile(&ScopeFilter::user("u")).unwrap();
+    assert!(profile.preferences.is_empty(), "{profile:?}");
+    let r = engine
+        .recall_planned(&request("Which dog do I like?"), None)
+        .unwrap();
+    assert!(
+        r.items
+            .iter()
+            .all(|i| i.kind != UnitKind::Card || !i.text.contains("Pimenta")),
+        "{:?}",
+        r.items
+    );
+    assert!(
+        r.items.iter().any(|i| i.kind == UnitKind::Card),
+        "others stay"
+    );
+    let history = engine.record_history(&card.id.0, &everyone).unwrap();
+    let last = history.last().unwrap();
+    assert_eq!(last.event, "FORGET");
+    assert_eq!(last.valid_to, Some(soon));
+    assert_eq!(last.valid_from, history[1].valid_from, "the same statement");
+
+    // Restored, it is back.
+    engine
+        .set_record_validity(&card.id.0, None, &everyone)
+        .unwrap();
+    let profile = engine.profile(&ScopeFilter::user("u")).unwrap();
+    assert_eq!(profile.preferences.len(), 1, "{profile:?}");
 }

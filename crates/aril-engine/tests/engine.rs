@@ -46,6 +46,7 @@ aril_store::conformance!(
     an_immutable_memory_refuses_updates_but_not_deletion,
     a_filtered_search_reads_deeper_until_k_memories_meet_the_filter,
     a_threshold_keeps_the_turns_near_enough_to_the_question,
+    a_forgotten_memory_is_not_recalled_from_then_on_and_its_history_keeps_the_interval,
 );
 
 fn turn(user: &str, session: &str, n: u32, text: &str) -> NewTurn {
@@ -1845,4 +1846,136 @@ fn a_threshold_keeps_the_turns_near_enough_to_the_question(place: &Place) {
     assert!(search(0.99).unwrap().results.is_empty());
     let err = search(1.5).unwrap_err().to_string();
     assert!(err.contains("threshold must be between 0 and 1"), "{err}");
+}
+
+fn search_at(
+    engine: &Engine,
+    query: &str,
+    asked_at: chrono::DateTime<Utc>,
+) -> aril_engine::SearchResponse {
+    engine
+        .search(&SearchRequest {
+            filter: ScopeFilter::user("u"),
+            query: query.into(),
+            k: Some(10),
+            budget: None,
+            asked_at: Some(asked_at),
+            condition: None,
+            threshold: None,
+        })
+        .unwrap()
+}
+
+/// `aril forget`: the beagle memory stops holding on 2024-06-01. Asked after that it is not
+/// recalled, asked before it still is; it stays listed (with its end) and in history, each
+/// version with the interval it held; a restore and a new text make it hold again.
+fn a_forgotten_memory_is_not_recalled_from_then_on_and_its_history_keeps_the_interval(
+    place: &Place,
+) {
+    let mut engine = place.open();
+    let mut turns = conversation("u");
+    turns[2].lifecycle.immutable = true;
+    ingest(&mut engine, turns, true);
+    let id = turn_id(&engine, "u", "s1:0");
+    let said = Utc.with_ymd_and_hms(2024, 3, 1, 10, 0, 0).unwrap();
+    let end = Utc.with_ymd_and_hms(2024, 6, 1, 0, 0, 0).unwrap();
+    let everyone = |_: &str| true;
+    let (_, listed_before) = engine
+        .list_memories(&ScopeFilter::user("u"), 0, 100)
+        .unwrap();
+    let question = "Which shelter dog did I adopt?";
+    let beagle = "I adopted a beagle";
+    assert!(texts(&search_at(&engine, question, Utc::now())).contains(beagle));
+
+    let record = engine
+        .set_record_validity(&id.0, Some(end), &everyone)
+        .unwrap();
+    assert_eq!(
+        (record.id.as_str(), record.valid_to),
+        (id.0.as_str(), Some(end))
+    );
+    let now = texts(&search_at(&engine, question, Utc::now()));
+    assert!(!now.contains(beagle), "forgotten: {now}");
+    let in_may = Utc.with_ymd_and_hms(2024, 5, 20, 0, 0, 0).unwrap();
+    let then = texts(&search_at(&engine, question, in_may));
+    assert!(then.contains(beagle), "it still held in May: {then}");
+    assert_eq!(then.matches(beagle).count(), 1, "one version shown: {then}");
+    // Listed as it stands, with its end; the same count of memories.
+    let (listed, total) = engine
+        .record_page(&ScopeFilter::user("u"), None, 0, 100)
+        .unwrap();
+    assert_eq!(total, listed_before);
+    let shown = listed.iter().find(|m| m.id == id.0).expect("still listed");
+    assert_eq!(shown.valid_to, Some(end));
+    let history = engine.record_history(&id.0, &everyone).unwrap();
+    let events: Vec<_> = history
+        .iter()
+        .map(|h| (h.event, h.valid_from, h.valid_to))
+        .collect();
+    assert_eq!(
+        events,
+        [("ADD", said, None), ("FORGET", said, Some(end))],
+        "the first version knew no end; the forgetting version says when it ended"
+    );
+
+    // Restored, it holds again; a restore of a memory that holds is refused and writes nothing.
+    let restored = engine.set_record_validity(&id.0, None, &everyone).unwrap();
+    assert_eq!(restored.valid_to, None);
+    assert!(texts(&search_at(&engine, question, Utc::now())).contains(beagle));
+    assert!(matches!(
+        engine.set_record_validity(&id.0, None, &everyone),
+        Err(EngineError::InvalidInput(_))
+    ));
+    assert_eq!(engine.memory(&id).unwrap().unwrap().len(), 3);
+    assert_eq!(
+        engine.record_history(&id.0, &everyone).unwrap()[2].event,
+        "RESTORE"
+    );
+
+    // Forgotten again, then corrected with a new text: the new statement holds from when it
+    // was made, and the old text's versions end there.
+    engine
+        .set_record_validity(&id.0, Some(end), &everyone)
+        .unwrap();
+    let fixed_at = Utc.with_ymd_and_hms(2024, 6, 2, 9, 0, 0).unwrap();
+    engine
+        .update_memory(
+            &id,
+            &MemoryEdit {
+                text: Some("I adopted a greyhound called Faisca.".into()),
+                at: Some(fixed_at),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    let history = engine.record_history(&id.0, &everyone).unwrap();
+    let last = history.last().unwrap();
+    assert_eq!(
+        (last.event, last.valid_from, last.valid_to),
+        ("UPDATE", fixed_at, None)
+    );
+    assert_eq!(
+        history[0].valid_to,
+        Some(fixed_at),
+        "replaced by the new text"
+    );
+    assert_eq!(history[3].valid_to, Some(end), "its own forgetting");
+    let now = texts(&search_at(&engine, "Which dog did I adopt?", Utc::now()));
+    assert!(now.contains("Faisca") && !now.contains(beagle), "{now}");
+
+    // An immutable memory cannot be forgotten, an unknown or hidden one is missing.
+    let howls = turn_id(&engine, "u", "s1:2");
+    assert!(matches!(
+        engine.set_record_validity(&howls.0, Some(end), &everyone),
+        Err(EngineError::ImmutableMemory(_))
+    ));
+    assert!(matches!(
+        engine.set_record_validity(&id.0, Some(end), &|u: &str| u != "u"),
+        Err(EngineError::UnknownMemory(_))
+    ));
+    assert!(matches!(
+        engine.set_record_validity("t_nothing", Some(end), &everyone),
+        Err(EngineError::UnknownMemory(_))
+    ));
+    engine.check_integrity().unwrap();
 }

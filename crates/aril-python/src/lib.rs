@@ -18,7 +18,7 @@ use aril_engine::llm::{ChatModel, LlmError, OpenAiClient, Role};
 use aril_engine::{
     AskRequest, Condition, Config, ConsolidateOptions, Engine as Inner, EngineError, MemoryEdit,
     ScopeFilter, SearchRequest, SharedEngine, StoreAt, TurnDefaults, TurnIn, ask_shared,
-    consolidate_shared, parse_expiry, parse_time, recall_planned_shared,
+    consolidate_shared, parse_expiry, parse_time, parse_valid_to, recall_planned_shared,
 };
 use pyo3::prelude::*;
 use serde::Serialize;
@@ -346,12 +346,34 @@ impl Engine {
             text,
             metadata,
             expires_at,
+            valid_to: None,
             at: at
                 .map(|a| parse_time(&a))
                 .transpose()
                 .map_err(errors::to_py)?,
         };
         json(&self.write(py, |engine| engine.update_record(&id, &edit, &everyone))?)
+    }
+
+    /// Marks a memory as no longer holding from `at` (RFC 3339 or a date; default now), or
+    /// with `restore` as holding again; returns the memory as it now stands.
+    #[pyo3(signature = (id, at=None, restore=false))]
+    fn forget(
+        &self,
+        py: Python<'_>,
+        id: String,
+        at: Option<String>,
+        restore: bool,
+    ) -> PyResult<String> {
+        let valid_to = match (at, restore) {
+            (Some(_), true) => return Err(invalid("give at or restore, not both")),
+            (Some(at), false) => Some(parse_valid_to(&at).map_err(errors::to_py)?),
+            (None, false) => Some(chrono::Utc::now()),
+            (None, true) => None,
+        };
+        json(&self.write(py, |engine| {
+            engine.set_record_validity(&id, valid_to, &everyone)
+        })?)
     }
 
     /// Deletes a memory with every version, from every file.

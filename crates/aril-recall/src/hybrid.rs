@@ -117,8 +117,8 @@ struct Prefetched {
     /// The dense turn list, best first, at least `candidates` deep where the scope has that
     /// many (only its first `candidates` take part in the fusion).
     dense_turns: Vec<Hit>,
-    /// The user's turns that newer versions of their memories replace.
-    superseded: HashSet<TurnId>,
+    /// What the answer leaves out.
+    hiding: Hiding,
     /// The turns read so far.
     read: TurnsById,
     /// The BM25 lists.
@@ -260,8 +260,7 @@ impl Recall<'_> {
         let (qv, mut pre) =
             self.prefetched(&request.filter, query, None, request.asked_at, depth)?;
         let condition = request.condition.as_ref();
-        let listed =
-            self.session_list(&pre.superseded, condition, &pre.dense_turns, &mut pre.read)?;
+        let listed = self.session_list(&pre.hiding, condition, &pre.dense_turns, &mut pre.read)?;
         let candidates = self.fused_candidates(&request.filter, query, &qv, pre, condition)?;
         let rank_of: HashMap<&SessionKey, usize> = listed.iter().zip(1..).collect();
         let mut seen = HashSet::new();
@@ -284,12 +283,12 @@ impl Recall<'_> {
 
     /// The session list of [`Recall::search_sessions`]: the sessions with at least two of
     /// `dense_turns`' current turns, best first by the mean cosine of their best
-    /// `session_turns` turns. A turn that a newer version of its memory replaces (in
-    /// `superseded`) does not count, as turn search does not show it. The turns read go into
-    /// `read`.
+    /// `session_turns` turns. A turn the answer leaves out (`hiding`: say a newer version of its
+    /// memory replaces it) does not count, as turn search does not show it. The turns read go
+    /// into `read`.
     fn session_list(
         &self,
-        superseded: &HashSet<TurnId>,
+        hiding: &Hiding,
         condition: Option<&Condition>,
         dense_turns: &[Hit],
         read: &mut TurnsById,
@@ -300,13 +299,12 @@ impl Recall<'_> {
         }
         self.read_hit_turns(&[dense_turns], read)?;
         // Hits come best first, so each session's scores are gathered in descending order.
-        let now = Utc::now();
         let mut scores: Vec<(SessionKey, Vec<f32>)> = Vec::new();
         for h in dense_turns {
             let Some(turn) = h.unit.turn().and_then(|id| read.get(id)) else {
                 continue;
             };
-            if hidden(turn, superseded, condition, now) {
+            if hiding.hides(turn, condition) {
                 continue;
             }
             let key = session_key(turn);
@@ -331,7 +329,7 @@ impl Recall<'_> {
 
     /// The question's vector (`qv`, else the question embedded) and what a search reads before
     /// its fusion ([`Prefetched`]: the dense turn list `dense_depth` deep, the BM25 lists, the
-    /// date focus, the superseded turns). The BM25 lists are searched while the question embeds
+    /// date focus, what the answer leaves out). The BM25 lists are searched while the question embeds
     /// ([`Recall::beside_lexical`]); a dated question's focus, which needs nothing of the first
     /// lists, is searched on a thread of its own meanwhile (its deep lists would otherwise
     /// follow them, and a lone search leaves a core idle while its longest list runs).
@@ -366,12 +364,17 @@ impl Recall<'_> {
             (first, focus.map(joined))
         });
         let ((qv, dense_turns), lexical) = first?;
+        let now = Utc::now();
         let (dated, read) = focus.transpose()?.unwrap_or_default();
         Ok((
             qv,
             Prefetched {
                 dense_turns,
-                superseded: self.store.superseded(&filter.user_id)?,
+                hiding: Hiding {
+                    superseded: self.store.superseded(&filter.user_id)?,
+                    now,
+                    asked_at: asked_at.unwrap_or(now),
+                },
                 read,
                 lexical,
                 dated,
@@ -457,7 +460,7 @@ impl Recall<'_> {
     ) -> Result<Vec<Candidate>, RecallError> {
         let Prefetched {
             mut dense_turns,
-            superseded,
+            hiding,
             mut read,
             lexical,
             dated,
@@ -507,7 +510,7 @@ impl Recall<'_> {
             ],
             r.rrf_k,
         );
-        let mut candidates = self.resolve(&fused, &superseded, condition, read)?;
+        let mut candidates = self.resolve(&fused, &hiding, condition, read)?;
         if r.w_present > 0.0 && present::asks_about_present(query, r.present_tense) {
             present::newest_first(&mut candidates, c, r.w_present, r.rrf_k);
         }
@@ -686,13 +689,13 @@ impl Recall<'_> {
     }
 
     /// Reads the fused units' turns from the store; units the store no longer has are dropped, and
-    /// so are turns a newer version of their memory replaces (`superseded`: recall shows what
-    /// holds now) and turns whose memory has expired (which the next sweep deletes): see
-    /// [`hidden`]. `read` holds turns this query has already read from the store.
+    /// so are the turns the answer leaves out ([`Hiding::hides`]: a newer version replaces them,
+    /// their memory expired or was forgotten, they fail the condition). `read` holds turns this
+    /// query has already read from the store.
     fn resolve(
         &self,
         fused: &[(UnitId, f32)],
-        superseded: &HashSet<TurnId>,
+        hiding: &Hiding,
         condition: Option<&Condition>,
         mut read: TurnsById,
     ) -> Result<Vec<Candidate>, RecallError> {
@@ -711,10 +714,9 @@ impl Recall<'_> {
             .filter_map(|(unit, _)| unit.turn().cloned())
             .chain(segments.values().flatten().cloned());
         self.read_turns(turn_ids, &mut read)?;
-        let now = Utc::now();
         let turns: TurnsById = read
             .into_iter()
-            .filter(|(_, t)| !hidden(t, superseded, condition, now))
+            .filter(|(_, t)| !hiding.hides(t, condition))
             .collect();
         let mut out = Vec::with_capacity(fused.len());
         for (unit, score) in fused {
@@ -738,17 +740,27 @@ impl Recall<'_> {
     }
 }
 
-/// Whether recall skips a turn: a newer version of its memory replaces it (`superseded`), its
-/// memory has expired at `now`, or it does not meet the request's `condition`.
-fn hidden(
-    turn: &Turn,
-    superseded: &HashSet<TurnId>,
-    condition: Option<&Condition>,
+/// What recall leaves out of one answer.
+struct Hiding {
+    /// The user's turns that newer versions of their memories replace.
+    superseded: HashSet<TurnId>,
+    /// When the search runs: memories expired by then are left out (the sweep deletes them).
     now: DateTime<Utc>,
-) -> bool {
-    superseded.contains(&turn.id)
-        || turn.turn.lifecycle.expired(now)
-        || condition.is_some_and(|c| !c.admits(&subject(turn)))
+    /// When the question is asked (else `now`): memories forgotten by then no longer hold.
+    asked_at: DateTime<Utc>,
+}
+
+impl Hiding {
+    /// Whether recall skips a turn: a newer version of its memory replaces it, its memory has
+    /// expired, it no longer holds when the question is asked (a forgetting), or it does not
+    /// meet the request's `condition`.
+    fn hides(&self, turn: &Turn, condition: Option<&Condition>) -> bool {
+        let life = &turn.turn.lifecycle;
+        self.superseded.contains(&turn.id)
+            || life.expired(self.now)
+            || life.invalid_at(self.asked_at)
+            || condition.is_some_and(|c| !c.admits(&subject(turn)))
+    }
 }
 
 /// A turn as a filter sees it: its metadata, when it was said (else stored), when stored.

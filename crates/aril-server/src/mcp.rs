@@ -9,7 +9,7 @@
 
 use aril_engine::{
     Condition, Grant, MemoryEdit, Metadata, SearchRequest, TurnDefaults, TurnIn, parse_expiry,
-    parse_lifecycle,
+    parse_lifecycle, parse_valid_to,
 };
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
@@ -21,7 +21,9 @@ use serde_json::{Map, Value, json};
 
 use crate::auth::Caller;
 use crate::mem0::{AddOptions, Message, ScopeArgs, add_messages, guidance, page_of, search_scope};
-use crate::memory::{delete_memory, history, memory_by_id, update_memory, update_time};
+use crate::memory::{
+    delete_memory, history, memory_by_id, set_validity, update_memory, update_time,
+};
 use crate::native::{asked_at, check_k, check_query, store_turns};
 use crate::{ApiError, AppState};
 
@@ -191,6 +193,18 @@ pub struct UpdateArgs {
     pub expiration_date: Option<String>,
     /// When the change happened, RFC 3339 (e.g. `2024-03-01T10:00:00Z`); default now.
     pub at: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ForgetArgs {
+    /// The memory's id.
+    pub memory_id: String,
+    /// From when it no longer holds: a date `YYYY-MM-DD` (from that day's start, UTC) or RFC
+    /// 3339; default now.
+    pub at: Option<String>,
+    /// True: undo an earlier forgetting (the memory holds again); `at` must then be absent.
+    #[serde(default)]
+    pub restore: bool,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -379,6 +393,7 @@ impl MemoryTools {
                         .map(parse_expiry)
                         .transpose()?
                         .map(Some),
+                    valid_to: None,
                     at: update_time(args.at.map(Value::String))?,
                 };
                 update_memory(&self.state, &caller, args.memory_id, edit).await
@@ -400,6 +415,33 @@ impl MemoryTools {
                 let caller = self.caller(&ctx)?;
                 let report = delete_memory(&self.state, &caller, args.memory_id).await?;
                 Ok(json!({"message": "Memory deleted.", "deleted": report}))
+            }
+            .await,
+        )
+    }
+
+    #[tool(
+        description = "Mark one memory as no longer true from a time on (default now), without deleting it: searches asked from then on leave it out, and its history keeps it with the interval it held. Use when the user says a fact stopped being true (moved, changed jobs); restore: true undoes it."
+    )]
+    async fn forget_memory(
+        &self,
+        Parameters(args): Parameters<ForgetArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, rmcp::ErrorData> {
+        answer(
+            async {
+                let caller = self.caller(&ctx)?;
+                let valid_to = match (args.at.as_deref(), args.restore) {
+                    (Some(_), true) => {
+                        return Err(ApiError::bad_request(
+                            "give at or restore, not both: restore undoes a forgetting",
+                        ));
+                    }
+                    (Some(at), false) => Some(parse_valid_to(at)?),
+                    (None, false) => Some(chrono::Utc::now()),
+                    (None, true) => None,
+                };
+                set_validity(&self.state, &caller, args.memory_id, valid_to).await
             }
             .await,
         )

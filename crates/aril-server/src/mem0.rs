@@ -749,6 +749,7 @@ pub(crate) async fn search_scope(
                             categories: Vec::new(),
                             created_at: hit.time.unwrap_or_else(Utc::now),
                             updated_at: hit.time.unwrap_or_else(Utc::now),
+                            valid_to: None,
                             score: Some(hit.score),
                         },
                     }

@@ -73,6 +73,20 @@ pub(crate) async fn update_memory(
         .await
 }
 
+/// Marks a memory as no longer holding from `valid_to`, or (`None`) as holding again; returns
+/// the memory as it now stands.
+pub(crate) async fn set_validity(
+    state: &AppState,
+    caller: &Caller,
+    id: String,
+    valid_to: Option<DateTime<Utc>>,
+) -> Result<Memory, ApiError> {
+    let access = access(caller);
+    state
+        .run(move |engine| engine.set_record_validity(&id, valid_to, &access))
+        .await
+}
+
 /// Deletes a memory with every version, from every file.
 pub(crate) async fn delete_memory(
     state: &AppState,
@@ -190,6 +204,7 @@ async fn update_one(
         text,
         metadata: body.metadata,
         expires_at,
+        valid_to: None,
         at: update_time(body.timestamp)?,
     };
     Ok(axum::Json(update_memory(&state, &caller, id, edit).await?))

@@ -5,9 +5,9 @@
 use aril_core::{Segment, Turn};
 use aril_engine::{
     DeleteReport, Grant, Profile, Scope, SearchRequest, SearchResponse, Stored, TurnDefaults,
-    TurnIn, parse_time,
+    TurnIn, parse_time, parse_valid_to,
 };
-use axum::extract::State;
+use axum::extract::{Path, State};
 use chrono::Utc;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
@@ -33,6 +33,8 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(profile))
         .routes(routes!(delete_scope))
         .routes(routes!(stats))
+        .routes(routes!(forget))
+        .routes(routes!(restore))
 }
 
 #[derive(Serialize, ToSchema)]
@@ -378,4 +380,59 @@ async fn stats(
     serde_json::to_value(stats)
         .map(axum::Json)
         .map_err(|e| ApiError::internal(e.to_string()))
+}
+
+/// When a memory stops holding.
+#[derive(Deserialize, ToSchema, Default)]
+#[serde(deny_unknown_fields)]
+struct ForgetBody {
+    /// From when it no longer holds: RFC 3339, or a date (from that day's start, UTC).
+    /// Default: now.
+    at: Option<String>,
+}
+
+/// Marks a memory as no longer holding from `at` (default now), without deleting it: recall
+/// asked from then on leaves it out, its history shows until when it held, and listings show it
+/// with its `valid_to`. Written as a new version with the same text; refused (409) for an
+/// immutable memory.
+#[utoipa::path(post, path = "/v1/memories/{id}/forget", tag = TAG, params(("id" = String, Path)),
+    request_body = ForgetBody, security(("token" = [])), responses(
+    (status = 200, body = crate::memory::Memory),
+    (status = "4XX", body = ErrorBody)
+))]
+async fn forget(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> Result<axum::Json<crate::memory::Memory>, ApiError> {
+    // No body at all is the same as `{}`: forgotten from now.
+    let body: ForgetBody = match body.iter().all(u8::is_ascii_whitespace) {
+        true => ForgetBody::default(),
+        false => serde_json::from_slice(&body)
+            .map_err(|e| ApiError::bad_request(format!("bad request body: {e}")))?,
+    };
+    let at = match body.at.as_deref() {
+        Some(at) => parse_valid_to(at)?,
+        None => Utc::now(),
+    };
+    Ok(axum::Json(
+        crate::memory::set_validity(&state, &caller, id, Some(at)).await?,
+    ))
+}
+
+/// Undoes a forgetting: the memory holds again (a new version that says so).
+#[utoipa::path(post, path = "/v1/memories/{id}/restore", tag = TAG, params(("id" = String, Path)),
+    security(("token" = [])), responses(
+    (status = 200, body = crate::memory::Memory),
+    (status = "4XX", body = ErrorBody)
+))]
+async fn restore(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<axum::Json<crate::memory::Memory>, ApiError> {
+    Ok(axum::Json(
+        crate::memory::set_validity(&state, &caller, id, None).await?,
+    ))
 }

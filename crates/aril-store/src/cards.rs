@@ -56,8 +56,8 @@ pub(crate) fn fold(s: &str) -> String {
 pub(crate) fn insert(tx: &Transaction<'_>, cards: &[Card]) -> Result<(), StoreError> {
     let mut card_row = tx.prepare_cached(
         "INSERT OR IGNORE INTO cards (id, user_id, agent_id, run_id, segment_id, kind, text, \
-         time_start, time_end, granularity, span_end) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+         time_start, time_end, granularity, span_end, valid_from, valid_to) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
     )?;
     let mut turn_link =
         tx.prepare_cached("INSERT OR IGNORE INTO card_turns (card_id, turn_id) VALUES (?1, ?2)")?;
@@ -84,6 +84,8 @@ pub(crate) fn insert(tx: &Transaction<'_>, cards: &[Card]) -> Result<(), StoreEr
             time.and_then(|t| t.end).map(|t| t.to_rfc3339()),
             time.map(|t| t.granularity.clone()),
             time.and_then(span_end).map(|t| t.to_rfc3339()),
+            c.valid_from.map(crate::sqlite::instant_text),
+            c.valid_to.map(crate::sqlite::instant_text),
         ])?;
         for t in &c.source_turns {
             turn_link.execute(params![c.id.0, t.0])?;
@@ -266,10 +268,13 @@ pub(crate) fn load(
         start: Option<String>,
         end: Option<String>,
         granularity: Option<String>,
+        valid_from: Option<String>,
+        valid_to: Option<String>,
     }
     let mut stmt = conn.prepare(&format!(
         "SELECT c.id, c.user_id, c.agent_id, c.run_id, c.segment_id, c.kind, c.text, \
-         c.time_start, c.time_end, c.granularity FROM cards c WHERE {clause} ORDER BY c.seq"
+         c.time_start, c.time_end, c.granularity, c.valid_from, c.valid_to \
+         FROM cards c WHERE {clause} ORDER BY c.seq"
     ))?;
     let rows: Vec<Row> = stmt
         .query_map(params_from_iter(args), |r| {
@@ -282,6 +287,8 @@ pub(crate) fn load(
                 start: r.get(7)?,
                 end: r.get(8)?,
                 granularity: r.get(9)?,
+                valid_from: r.get(10)?,
+                valid_to: r.get(11)?,
             })
         })?
         .collect::<Result<_, _>>()?;
@@ -322,6 +329,8 @@ pub(crate) fn load(
                 segment: SegmentId(r.segment),
                 scope: r.scope,
                 text: r.text,
+                valid_from: time(r.valid_from)?,
+                valid_to: time(r.valid_to)?,
                 id: CardId(r.id),
             })
         })
@@ -365,6 +374,11 @@ pub(crate) fn of_scope(
     let (mut clause, args) = scope_clause(filter);
     if current_only {
         clause.push_str(" AND c.id NOT IN (SELECT supersedes FROM card_supersedes)");
+        // The time is ours, not the caller's: written into the SQL as text.
+        clause.push_str(&format!(
+            " AND (c.valid_to IS NULL OR c.valid_to > '{}')",
+            crate::sqlite::instant_text(chrono::Utc::now())
+        ));
     }
     load(conn, &clause, &args)
 }

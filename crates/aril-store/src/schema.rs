@@ -86,10 +86,22 @@ const MIGRATIONS: &[Migration] = &[
             ("turns", "immutable", "INTEGER NOT NULL DEFAULT 0"),
         ],
     },
+    // Version 9: validity (RFC 3339 in UTC, microseconds, like `expires_at`). A turn may say from
+    // when the memory it holds no longer does (a forgetting writes such a version); a card says
+    // since when its content holds and, once forgotten, until when.
+    Migration {
+        version: 9,
+        sql: "",
+        columns: &[
+            ("turns", "valid_to", "TEXT"),
+            ("cards", "valid_from", "TEXT"),
+            ("cards", "valid_to", "TEXT"),
+        ],
+    },
 ];
 
 /// The schema this build reads and writes. A store with a higher version is refused.
-pub const SCHEMA_VERSION: i64 = 8;
+pub const SCHEMA_VERSION: i64 = 9;
 
 /// The version a file is at: 0 for a file that holds no store yet.
 pub(crate) fn version_of(conn: &Connection) -> rusqlite::Result<i64> {

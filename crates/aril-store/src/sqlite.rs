@@ -226,8 +226,8 @@ pub(crate) fn write_batch(
     let mut insert_turn = tx.prepare_cached(
         "INSERT OR IGNORE INTO turns (id, user_id, agent_id, run_id, conversation, session, \
              role, speaker, text, text_hash, event_time, ingest_time, source_id, metadata, \
-             expires_at, immutable) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+             expires_at, immutable, valid_to) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
     )?;
     for rec in &batch.turns {
         let t = &rec.turn.turn;
@@ -246,8 +246,9 @@ pub(crate) fn write_batch(
             rec.turn.ingest_time.to_rfc3339(),
             t.source_id,
             t.metadata.as_ref().map(Metadata::to_json),
-            t.lifecycle.expires_at.map(expiry_text),
+            t.lifecycle.expires_at.map(instant_text),
             t.lifecycle.immutable,
+            t.lifecycle.valid_to.map(instant_text),
         ])?;
         if n == 1 {
             report.turns_added += 1;
@@ -365,9 +366,9 @@ fn time_text(t: Option<DateTime<Utc>>) -> Option<String> {
     t.map(|t| t.to_rfc3339())
 }
 
-/// An expiry as stored: UTC with microseconds always, so that comparing the text compares times
-/// (the sweep asks `expires_at <= now` in SQL).
-fn expiry_text(t: DateTime<Utc>) -> String {
+/// An instant as stored where SQL compares it (an expiry, a validity): UTC with microseconds
+/// always, so that comparing the text compares times (the sweep asks `expires_at <= now`).
+pub(crate) fn instant_text(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
 }
 
@@ -455,8 +456,8 @@ impl Store for SqliteStore {
         let found = Self::in_chunks(&keys, |marks, chunk| {
             let mut stmt = conn.prepare(&format!(
                 "SELECT id, seq, user_id, agent_id, run_id, conversation, session, role, speaker, \
-                 text, event_time, ingest_time, source_id, metadata, expires_at, immutable FROM turns \
-                 WHERE id IN ({marks})"
+                 text, event_time, ingest_time, source_id, metadata, expires_at, immutable, valid_to \
+                 FROM turns WHERE id IN ({marks})"
             ))?;
             let rows = stmt
                 .query_map(params_from_iter(chunk), |r| {
@@ -475,6 +476,7 @@ impl Store for SqliteStore {
                         r.get::<_, Option<String>>(13)?,
                         r.get::<_, Option<String>>(14)?,
                         r.get::<_, bool>(15)?,
+                        r.get::<_, Option<String>>(16)?,
                     ))
                 })?
                 .collect::<Result<Vec<_>, _>>()?;
@@ -495,6 +497,7 @@ impl Store for SqliteStore {
                         metadata,
                         expires_at,
                         immutable,
+                        valid_to,
                     )| {
                         Ok(Turn {
                             id: TurnId(id),
@@ -516,6 +519,7 @@ impl Store for SqliteStore {
                                 lifecycle: Lifecycle {
                                     expires_at: parse_time(expires_at)?,
                                     immutable,
+                                    valid_to: parse_time(valid_to)?,
                                 },
                             },
                             ingest_time: parse_time(Some(ingest))?.unwrap_or_default(),
@@ -879,7 +883,7 @@ impl Store for SqliteStore {
         )?;
         let ids = stmt
             .query_map(
-                params![expiry_text(now), limit.min(i64::MAX as u64) as i64],
+                params![instant_text(now), limit.min(i64::MAX as u64) as i64],
                 |r| r.get::<_, String>(0).map(TurnId),
             )?
             .collect::<Result<_, _>>()?;
@@ -963,7 +967,7 @@ impl Store for SqliteStore {
             // The time is ours, not the caller's: written into the SQL as text.
             clause.push_str(&format!(
                 " AND (expires_at IS NULL OR expires_at > '{}')",
-                expiry_text(Utc::now())
+                instant_text(Utc::now())
             ));
         }
         let total: i64 = conn.query_row(

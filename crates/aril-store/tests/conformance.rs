@@ -14,7 +14,7 @@ use aril_store::{
     Embedding, PgSearch, PgStore, RevisionRecord, SegmentRecord, SqliteStore, Store, StoreError,
     StoredChunk, TurnDeletion, TurnRecord, WriteBatch,
 };
-use chrono::Utc;
+use chrono::{SubsecRound, Utc};
 
 /// Where a test's store lives; it can be opened again (to test persistence) while this exists.
 enum Place {
@@ -567,6 +567,8 @@ fn card_of(
             .iter()
             .map(|s| aril_core::CardId(s.to_string()))
             .collect(),
+        valid_from: Some(chrono::TimeZone::with_ymd_and_hms(&Utc, 2023, 5, 8, 10, 0, 0).unwrap()),
+        valid_to: None,
     }
 }
 
@@ -674,6 +676,20 @@ fn closed_segments_queue_for_cards_and_cards_are_found_by_every_structured_index
         .put_card_vectors(&[late("c_2"), late("nope")])
         .unwrap();
     assert_eq!(store.card_vectors("m", &ids).unwrap().len(), 2);
+    // A card forgotten from a past time is no longer current; one forgotten from a later time
+    // still is. Both read back as written.
+    let mut forgotten = card_of(&seg, 3, &turns[1], &["c_2"]);
+    forgotten.valid_to =
+        Some(chrono::TimeZone::with_ymd_and_hms(&Utc, 2024, 1, 1, 0, 0, 0).unwrap());
+    let mut ending = card_of(&seg, 4, &turns[2], &[]);
+    ending.valid_to = Some((Utc::now() + chrono::Duration::days(1)).trunc_subsecs(6));
+    store
+        .append_cards(&[forgotten.clone(), ending.clone()], &[])
+        .unwrap();
+    let current = store.cards(&ScopeFilter::user("u"), true).unwrap();
+    assert_eq!(current, [ending]);
+    let all = store.cards(&ScopeFilter::user("u"), false).unwrap();
+    assert_eq!(all[2], forgotten);
     store.check_integrity().unwrap();
     // Deleting the scope takes the cards, their vectors, index rows and the encoder state.
     store.delete(&ScopeFilter::user("u")).unwrap();

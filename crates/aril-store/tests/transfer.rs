@@ -101,7 +101,10 @@ fn fill(store: &mut dyn Store) {
                 }
             })
             .collect();
-        let edited = turn(user, 400, &format!("{user} note 0, corrected"));
+        // The corrected note no longer holds from 2025 on (a forgetting): its end moves too.
+        let mut edited = turn(user, 400, &format!("{user} note 0, corrected"));
+        edited.turn.turn.lifecycle.valid_to =
+            Some(Utc.with_ymd_and_hms(2025, 1, 1, 0, 0, 0).unwrap());
         let mut open = aril_segment::OpenSegment::default();
         let seg = aril_segment::Segmenter::default();
         for t in turns[340..].iter().chain([&edited]) {
@@ -148,6 +151,8 @@ fn fill(store: &mut dyn Store) {
                 granularity: "day".into(),
             }),
             source_turns: first.turns[..2].to_vec(),
+            valid_from: Some(Utc.with_ymd_and_hms(2024, 5, 2, 9, 0, 0).unwrap()),
+            valid_to: (n == 2).then(|| Utc.with_ymd_and_hms(2025, 2, 1, 0, 0, 0).unwrap()),
             supersedes,
         };
         let c1 = card(1, vec![]);

@@ -42,6 +42,8 @@ class Api:
                  filters: Optional[Raw]) -> Tuple[List[Raw], int]: raise NotImplementedError
     def _update(self, memory_id: str, edit: Raw) -> Raw: raise NotImplementedError
     def _delete(self, memory_id: str) -> Raw: raise NotImplementedError
+    def _forget(self, memory_id: str, at: Optional[str], restore: bool) -> Raw:
+        raise NotImplementedError
     def _delete_all(self, scope: Scope) -> Raw: raise NotImplementedError
     def _history(self, memory_id: str) -> List[Raw]: raise NotImplementedError
     def _segments(self, scope: Scope, offset: int, limit: int) -> Tuple[List[Raw], int]: raise NotImplementedError
@@ -153,6 +155,21 @@ class Api:
         if expires_at is not KEEP:
             edit["expires_at"] = None if expires_at is None else expiry(expires_at)
         return MemoryItem._from(self._update(memory_id, edit))
+
+    def forget(
+        self, memory_id: str, *, at: Union[str, date, datetime, None] = None
+    ) -> MemoryItem:
+        """Marks a memory as no longer holding from ``at`` (a time, or a date: from that day's
+        start, UTC; default now) without deleting it: search asked from then on leaves it out,
+        ``history`` shows until when it held, ``get``/``get_all`` show it with ``valid_to``.
+        ``ImmutableError`` for an immutable memory."""
+        when = at.isoformat() if isinstance(at, date) and not isinstance(at, datetime) else \
+            rfc3339(at, "at")  # type: ignore[arg-type]
+        return MemoryItem._from(self._forget(memory_id, when, False))
+
+    def restore(self, memory_id: str) -> MemoryItem:
+        """Undoes ``forget``: the memory holds again (a new version that says so)."""
+        return MemoryItem._from(self._forget(memory_id, None, True))
 
     def delete(self, memory_id: str) -> Dict[str, Any]:
         """Deletes a memory with every version, from every file; says what went."""

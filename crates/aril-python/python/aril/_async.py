@@ -48,6 +48,8 @@ class AsyncMemory:
     get = _threaded(Memory.get)
     get_all = _threaded(Memory.get_all)
     update = _threaded(Memory.update)
+    forget = _threaded(Memory.forget)
+    restore = _threaded(Memory.restore)
     delete = _threaded(Memory.delete)
     delete_all = _threaded(Memory.delete_all)
     history = _threaded(Memory.history)

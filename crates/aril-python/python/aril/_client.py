@@ -92,6 +92,11 @@ class Client(Api):
     def _delete(self, memory_id: str) -> Raw:
         return self._call("DELETE", self._memory(memory_id))
 
+    def _forget(self, memory_id: str, at: Optional[str], restore: bool) -> Raw:
+        if restore:
+            return self._call("POST", self._memory(memory_id, "restore"))
+        return self._call("POST", self._memory(memory_id, "forget"), {} if at is None else {"at": at})
+
     def _delete_all(self, scope: Scope) -> Raw:
         return self._call("DELETE", "/v1/scopes", query=scope)
 

@@ -113,6 +113,9 @@ class Memory(Api):
     def _delete(self, memory_id: str) -> Raw:
         return json.loads(self._engine.delete(memory_id))
 
+    def _forget(self, memory_id: str, at: Optional[str], restore: bool) -> Raw:
+        return json.loads(self._engine.forget(memory_id, at, restore))
+
     def _delete_all(self, scope: Scope) -> Raw:
         return json.loads(self._engine.delete_all(*_scope(scope)))
 

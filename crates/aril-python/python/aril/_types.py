@@ -110,6 +110,8 @@ class MemoryItem:
     categories: List[str]
     created_at: datetime
     updated_at: datetime
+    #: From when it no longer holds (``forget``); ``None`` while it holds.
+    valid_to: Optional[datetime] = None
 
     @classmethod
     def _from(cls, d: Dict[str, Any]) -> "MemoryItem":
@@ -124,6 +126,7 @@ class MemoryItem:
             categories=list(d.get("categories") or []),
             created_at=_time(d["created_at"]),  # type: ignore[arg-type]
             updated_at=_time(d["updated_at"]),  # type: ignore[arg-type]
+            valid_to=_time(d.get("valid_to")),
         )
 
 
@@ -136,7 +139,7 @@ class HistoryEntry:
     memory_id: str
     #: From 1.
     version: int
-    #: ``ADD`` for the first version, ``UPDATE`` for the others.
+    #: ``ADD`` for the first version; then ``UPDATE``, ``FORGET`` or ``RESTORE``.
     event: str
     old_text: Optional[str]
     text: str
@@ -146,6 +149,9 @@ class HistoryEntry:
     #: When the version was said (its time), and when aril stored it.
     created_at: datetime
     updated_at: datetime
+    #: Since when what it says held, and until when (as this version knew it; ``None``: holds).
+    valid_from: Optional[datetime] = None
+    valid_to: Optional[datetime] = None
 
     @classmethod
     def _from(cls, d: Dict[str, Any]) -> "HistoryEntry":
@@ -161,6 +167,8 @@ class HistoryEntry:
             metadata=d.get("metadata"),
             created_at=_time(d["created_at"]),  # type: ignore[arg-type]
             updated_at=_time(d["updated_at"]),  # type: ignore[arg-type]
+            valid_from=_time(d.get("valid_from")),
+            valid_to=_time(d.get("valid_to")),
         )
 
 

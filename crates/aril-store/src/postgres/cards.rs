@@ -67,7 +67,8 @@ pub(super) fn claim(
 pub(super) fn insert(tx: &mut Transaction<'_>, cards: &[Card]) -> Result<(), StoreError> {
     let card_row = tx.prepare(
         "INSERT INTO cards (id, user_id, agent_id, run_id, segment_id, kind, text, time_start, \
-         time_end, granularity, span_end) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
+         time_end, granularity, span_end, valid_from, valid_to) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) \
          ON CONFLICT (id) DO NOTHING",
     )?;
     let turn_link = tx.prepare(
@@ -98,6 +99,8 @@ pub(super) fn insert(tx: &mut Transaction<'_>, cards: &[Card]) -> Result<(), Sto
                 &time.and_then(|t| t.end),
                 &time.map(|t| t.granularity.clone()),
                 &time.and_then(span_end),
+                &c.valid_from,
+                &c.valid_to,
             ],
         )?;
         for t in &c.source_turns {
@@ -164,7 +167,8 @@ pub(super) fn load(
     let rows = client.query(
         &format!(
             "SELECT c.id, c.user_id, c.agent_id, c.run_id, c.segment_id, c.kind, c.text, \
-             c.time_start, c.time_end, c.granularity FROM cards c WHERE {clause} ORDER BY c.seq"
+             c.time_start, c.time_end, c.granularity, c.valid_from, c.valid_to \
+             FROM cards c WHERE {clause} ORDER BY c.seq"
         ),
         args,
     )?;
@@ -206,6 +210,8 @@ pub(super) fn load(
                 segment: SegmentId(r.try_get(4)?),
                 scope: scope_at(r, 1)?,
                 text: r.try_get(6)?,
+                valid_from: r.try_get(10)?,
+                valid_to: r.try_get(11)?,
                 id: CardId(id),
             })
         })

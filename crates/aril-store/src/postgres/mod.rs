@@ -288,9 +288,10 @@ fn segments_where(
 
 /// The columns [`turn_from_row`] reads, in its order.
 pub(super) const TURN_COLUMNS: &str = "id, seq, user_id, agent_id, run_id, conversation, session, \
-     role, speaker, text, event_time, ingest_time, source_id, metadata::text, expires_at, immutable";
+     role, speaker, text, event_time, ingest_time, source_id, metadata::text, expires_at, immutable, \
+     valid_to";
 
-/// A turn from a row that starts with [`TURN_COLUMNS`] (16 columns).
+/// A turn from a row that starts with [`TURN_COLUMNS`] (17 columns).
 fn turn_from_row(r: &Row) -> Result<Turn, StoreError> {
     let role: String = r.try_get(7)?;
     let metadata: Option<String> = r.try_get(13)?;
@@ -313,6 +314,7 @@ fn turn_from_row(r: &Row) -> Result<Turn, StoreError> {
             lifecycle: Lifecycle {
                 expires_at: r.try_get(14)?,
                 immutable: r.try_get(15)?,
+                valid_to: r.try_get(16)?,
             },
         },
         ingest_time: r.try_get(11)?,
@@ -387,9 +389,10 @@ pub(super) fn write_batch(
     let mut added_segments: Vec<String> = Vec::new();
     let insert_turn = tx.prepare(
         "INSERT INTO turns (id, user_id, agent_id, run_id, conversation, session, role, speaker, \
-         text, text_hash, event_time, ingest_time, source_id, metadata, expires_at, immutable) \
+         text, text_hash, event_time, ingest_time, source_id, metadata, expires_at, immutable, \
+         valid_to) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14::text::jsonb, $15, \
-         $16) \
+         $16, $17) \
          ON CONFLICT (id) DO NOTHING",
     )?;
     for rec in &batch.turns {
@@ -413,6 +416,7 @@ pub(super) fn write_batch(
                 &t.metadata.as_ref().map(Metadata::to_json),
                 &t.lifecycle.expires_at,
                 &t.lifecycle.immutable,
+                &t.lifecycle.valid_to,
             ],
         )?;
         if n == 1 {
@@ -1041,6 +1045,7 @@ impl Store for PgStore {
         let (mut clause, args) = filter_clause("c.", filter, 1);
         if current_only {
             clause.push_str(" AND c.id NOT IN (SELECT supersedes FROM card_supersedes)");
+            clause.push_str(" AND (c.valid_to IS NULL OR c.valid_to > now())");
         }
         cards::load(&mut *self.conn()?, &clause, &params(&args))
     }

@@ -319,7 +319,7 @@ pub(super) fn index_turns(
     for r in &rows {
         records.push(TurnRecord {
             turn: turn_from_row(r)?,
-            text_hash: r.try_get(16)?,
+            text_hash: r.try_get(17)?,
         });
     }
     let changed = index_turn_records(client, &records.iter().collect::<Vec<_>>())?;
@@ -460,7 +460,7 @@ pub(super) fn neighbourhoods(
     }
     const COLUMNS: &str = "t.id, t.seq, t.user_id, t.agent_id, t.run_id, t.conversation, \
          t.session, t.role, t.speaker, t.text, t.event_time, t.ingest_time, t.source_id, \
-         t.metadata::text, t.expires_at, t.immutable";
+         t.metadata::text, t.expires_at, t.immutable, t.valid_to";
     const SAME_SESSION: &str = "t.user_id = c.user_id AND t.agent_id = c.agent_id \
          AND t.run_id = c.run_id AND t.conversation = c.conversation \
          AND COALESCE(t.session, '') = COALESCE(c.session, '')";
@@ -479,7 +479,7 @@ pub(super) fn neighbourhoods(
     let mut by_center: HashMap<String, Vec<Turn>> = HashMap::new();
     for r in &rows {
         by_center
-            .entry(r.try_get(16)?)
+            .entry(r.try_get(17)?)
             .or_default()
             .push(turn_from_row(r)?);
     }
@@ -520,12 +520,14 @@ pub(super) fn set_windows(
     set_texts(client, UnitKind::Window, &texts)
 }
 
-/// Cards a newer card supersedes are not found (recall shows what holds now).
+/// Cards a newer card supersedes, or that a forgetting says no longer hold, are not found
+/// (recall shows what holds now).
 fn current_only(kind: UnitKind, column: &str) -> String {
     match kind {
-        UnitKind::Card => {
-            format!(" AND {column} NOT IN (SELECT supersedes FROM card_supersedes)")
-        }
+        UnitKind::Card => format!(
+            " AND {column} NOT IN (SELECT supersedes FROM card_supersedes) \
+             AND {column} NOT IN (SELECT id FROM cards WHERE valid_to <= now())"
+        ),
         _ => String::new(),
     }
 }
