@@ -21,6 +21,7 @@ from checks import ARIL, aril, check, done, start_server
 TOOLS = {
     "add_memory", "search_memories", "get_memories", "get_memory", "update_memory",
     "delete_memory", "delete_all_memories", "append_turns", "recall_context", "memory_history",
+    "forget_memory",
 }
 def payload(result):
     if result.structured_content is not None:
@@ -33,7 +34,7 @@ async def exercise(session, transport, user_arg):
     await session.initialize()
     listed = await session.list_tools()
     names = {t.name for t in listed.tools}
-    check(f"{transport}: lists the ten tools", TOOLS <= names, names)
+    check(f"{transport}: lists the eleven tools", TOOLS <= names, names)
     described = all(t.description and t.input_schema.get("properties") for t in listed.tools)
     check(f"{transport}: every tool has a description and an input schema", described)
 
@@ -96,6 +97,19 @@ async def exercise(session, transport, user_arg):
     check(f"{transport}: memory_history", not r.is_error and [h["event"] for h in hist] == ["ADD", "UPDATE"], hist)
     r = await session.call_tool("update_memory", {"memory_id": mid, "text": "x", "at": "last tuesday"})
     check(f"{transport}: a bad time is a clear tool error", r.is_error and "RFC 3339" in payload(r)["message"], payload(r))
+    r = await session.call_tool("forget_memory", {"memory_id": shoes, "at": "2024-06-01"})
+    check(f"{transport}: forget_memory", not r.is_error and payload(r)["valid_to"] == "2024-06-01T00:00:00Z", payload(r))
+    r = await session.call_tool("search_memories", {"query": "what do I run in?", **user_arg})
+    check(f"{transport}: a forgotten memory is not found", not r.is_error
+          and all(m["id"] != shoes for m in payload(r)["results"]), payload(r))
+    r = await session.call_tool("memory_history", {"memory_id": shoes})
+    check(f"{transport}: history keeps the forgotten version's end",
+          [(h["event"], h.get("valid_to")) for h in payload(r)["results"]][-1] == ("FORGET", "2024-06-01T00:00:00Z"), payload(r))
+    r = await session.call_tool("forget_memory", {"memory_id": shoes, "at": "2024-06-01", "restore": True})
+    check(f"{transport}: forget_memory with at and restore is a clear tool error",
+          r.is_error and "restore" in payload(r)["message"], payload(r))
+    r = await session.call_tool("forget_memory", {"memory_id": shoes, "restore": True})
+    check(f"{transport}: forget_memory restores", not r.is_error and "valid_to" not in payload(r), payload(r))
     r = await session.call_tool("delete_memory", {"memory_id": mid})
     check(f"{transport}: delete_memory", not r.is_error and payload(r)["deleted"]["turns"] == 2, payload(r))
     r = await session.call_tool("get_memory", {"memory_id": mid})

@@ -92,6 +92,8 @@ def main():
         hist = client.history(ids[0])
         check("history shows both versions", [h["event"] for h in hist] == ["ADD", "UPDATE"]
               and hist[1]["old_memory"].startswith("I'm vegetarian") and hist[1]["new_memory"].startswith("I'm vegan"), hist)
+        check("an update closes the old version's validity where the new one begins",
+              hist[0].get("valid_to") == hist[1]["valid_from"] and "valid_to" not in hist[1], hist)
         found = client.search("is she vegan or vegetarian?", filters={"user_id": "alice"}, top_k=5)
         check("search shows the newest version under the memory id",
               any(r["id"] == ids[0] and r["memory"].startswith("I'm vegan") for r in found["results"])

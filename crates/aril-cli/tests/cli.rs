@@ -1216,3 +1216,60 @@ fn search_filters_on_metadata() {
     ]));
     assert!(err.contains("apart from the filters"), "{err}");
 }
+
+#[test]
+fn a_forgotten_memory_is_recalled_only_when_asked_before_its_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let at = "2024-01-01T09:00:00Z";
+    ok(aril(d).args([
+        "add",
+        "--user",
+        "u",
+        "--at",
+        at,
+        "I live in Porto, by the river.",
+    ]));
+    ok(aril(d).args([
+        "add",
+        "--user",
+        "u",
+        "--at",
+        at,
+        "My dog is called Pimenta.",
+    ]));
+    let search = |asked: Option<&str>| {
+        let mut cmd = aril(d);
+        cmd.args(["search", "--user", "u", "--json", "Where do I live?"]);
+        if let Some(asked) = asked {
+            cmd.args(["--at", asked]);
+        }
+        let response: serde_json::Value = serde_json::from_str(&ok(&mut cmd)).unwrap();
+        response["results"].clone()
+    };
+    let id = search(None)[0]["id"].as_str().unwrap().to_string();
+    let said = ok(aril(d).args(["forget", &id, "--at", "2024-06-01"]));
+    assert!(
+        said.contains("no longer holds from 2024-06-01T00:00:00+00:00"),
+        "{said}"
+    );
+    assert!(!search(None).to_string().contains("Porto"));
+    assert!(search(Some("2024-05-01")).to_string().contains("Porto"));
+    // The export keeps the end, so the memory moves with it.
+    let exported = ok(aril(d).args(["export", "--user", "u"]));
+    assert!(
+        exported.contains(r#""valid_to":"2024-06-01T00:00:00+00:00""#),
+        "{exported}"
+    );
+    let back: serde_json::Value =
+        serde_json::from_str(&ok(aril(d).args(["forget", &id, "--restore", "--json"]))).unwrap();
+    assert_eq!(back["id"], id.as_str());
+    assert!(back.get("valid_to").is_none(), "{back}");
+    assert!(search(None).to_string().contains("Porto"));
+    let err = fails(aril(d).args(["forget", &id, "--restore"]));
+    assert!(err.contains("nothing to restore"), "{err}");
+    let err = fails(aril(d).args(["forget", &id, "--at", "whenever"]));
+    assert!(err.contains("bad time"), "{err}");
+    let err = fails(aril(d).args(["forget", "t_nothing"]));
+    assert!(err.contains("t_nothing"), "{err}");
+}

@@ -1313,6 +1313,7 @@ async fn mem0_options_hold_on_the_embedded_store() {
     metadata_round_trips_through_the_mem0_routes(&s).await;
     expiry_and_immutability_hold_through_the_mem0_routes(&s).await;
     filters_select_by_metadata_and_time_in_search_and_get_all(&s).await;
+    a_forgotten_memory_is_recalled_only_before_its_end(&s).await;
     s.stop().await;
 }
 
@@ -1324,6 +1325,7 @@ async fn mem0_options_hold_on_postgres() {
     metadata_round_trips_through_the_mem0_routes(&s).await;
     expiry_and_immutability_hold_through_the_mem0_routes(&s).await;
     filters_select_by_metadata_and_time_in_search_and_get_all(&s).await;
+    a_forgotten_memory_is_recalled_only_before_its_end(&s).await;
     s.stop().await;
 }
 
@@ -1633,4 +1635,120 @@ async fn mem0_options_act_pass_or_are_refused_with_a_reason() {
         );
     }
     s.stop().await;
+}
+
+/// `POST /v1/memories/{id}/forget` and `/restore`: a memory said on 2024-01-01 and forgotten from
+/// 2024-06-01 is not recalled now, is recalled when asked in May 2024, stays listed with its
+/// `valid_to` and shows the interval in its history; a user key cannot forget another user's
+/// memory; bad times and fields are 400s; a Mem0 update gives the memory a new text that holds.
+async fn a_forgotten_memory_is_recalled_only_before_its_end(s: &Server) {
+    let body = json!({"user_id": "dave", "messages": [{"role": "user", "content": "I live in Porto, by the river."}],
+                      "timestamp": 1_704_067_200});
+    let (st, added) = s
+        .call("POST", "/v1/memories/", &s.admin_key, Some(body))
+        .await;
+    assert_eq!(st, StatusCode::OK, "{added}");
+    let id = added["results"][0]["id"].as_str().unwrap().to_string();
+    let forget = format!("/v1/memories/{id}/forget");
+    let restore = format!("/v1/memories/{id}/restore");
+    let (st, _) = s
+        .call(
+            "POST",
+            &forget,
+            &s.user_key,
+            Some(json!({"at": "2024-06-01"})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::NOT_FOUND, "alice's key does not reach dave");
+    for (bad, says) in [
+        (json!({"at": "soon"}), "bad time"),
+        (json!({"when": "2024-06-01"}), "unknown field"),
+    ] {
+        let (st, err) = s.call("POST", &forget, &s.admin_key, Some(bad)).await;
+        assert_eq!(st, StatusCode::BAD_REQUEST, "{err}");
+        assert!(err.to_string().contains(says), "{err}");
+    }
+    let (st, forgotten) = s
+        .call(
+            "POST",
+            &forget,
+            &s.admin_key,
+            Some(json!({"at": "2024-06-01"})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{forgotten}");
+    assert_eq!(forgotten["id"], id.as_str());
+    assert_eq!(forgotten["valid_to"], "2024-06-01T00:00:00Z");
+    let search = |asked_at: Option<&str>| {
+        let mut body = json!({"query": "Where do I live?", "user_id": "dave"});
+        if let Some(at) = asked_at {
+            body["asked_at"] = json!(at);
+        }
+        s.call("POST", "/v1/search", &s.admin_key, Some(body))
+    };
+    let (_, now) = search(None).await;
+    assert!(!now.to_string().contains("Porto"), "{now}");
+    let (_, in_may) = search(Some("2024-05-01T00:00:00Z")).await;
+    assert!(in_may.to_string().contains("Porto"), "{in_may}");
+    let (_, listed) = s
+        .call("GET", "/v1/memories/?user_id=dave", &s.admin_key, None)
+        .await;
+    assert_eq!(
+        listed["results"][0]["valid_to"], "2024-06-01T00:00:00Z",
+        "{listed}"
+    );
+    let (_, history) = s
+        .call(
+            "GET",
+            &format!("/v1/memories/{id}/history/"),
+            &s.admin_key,
+            None,
+        )
+        .await;
+    let events: Vec<(&str, &str, Option<&str>)> = history
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["event"].as_str().unwrap(),
+                e["valid_from"].as_str().unwrap(),
+                e["valid_to"].as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        events,
+        [
+            ("ADD", "2024-01-01T00:00:00Z", None),
+            (
+                "FORGET",
+                "2024-01-01T00:00:00Z",
+                Some("2024-06-01T00:00:00Z")
+            )
+        ]
+    );
+    // Restored it holds again; restoring what holds is a 400; no body forgets from now.
+    let (st, restored) = s.call("POST", &restore, &s.admin_key, None).await;
+    assert_eq!(st, StatusCode::OK, "{restored}");
+    assert!(restored.get("valid_to").is_none(), "{restored}");
+    let (st, err) = s.call("POST", &restore, &s.admin_key, None).await;
+    assert_eq!(st, StatusCode::BAD_REQUEST, "{err}");
+    assert!(err.to_string().contains("nothing to restore"), "{err}");
+    let (st, again) = s.call("POST", &forget, &s.admin_key, None).await;
+    assert_eq!(st, StatusCode::OK, "{again}");
+    assert!(again["valid_to"].is_string(), "{again}");
+    // A Mem0 update states the new fact: it holds, and is what search finds.
+    let (st, moved) = s
+        .call(
+            "PUT",
+            &format!("/v1/memories/{id}/"),
+            &s.admin_key,
+            Some(json!({"text": "I live in Braga now."})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{moved}");
+    assert!(moved.get("valid_to").is_none(), "{moved}");
+    let (_, now) = search(None).await;
+    assert!(now.to_string().contains("Braga"), "{now}");
 }
