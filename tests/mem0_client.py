@@ -7,6 +7,7 @@ Starts its own server on a free loopback port with a fresh data directory, stops
 Exits non-zero on the first failed check and ends with the line 'N passed, 0 failed'.
 """
 
+import json
 import tempfile
 
 import httpx
@@ -120,6 +121,43 @@ def main():
               "1234" not in str(bob.search("what is the gate code?", filters={"user_id": "bob"})))
         err = raises(lambda: bob.update(fixed, text="My blood type is A."))
         check("an immutable memory refuses an update", err is not None and "immutable" in str(err), err)
+
+        # Every filter operator, on metadata and on created_at, in search and get_all alike.
+        for text, metadata, day in [
+            ("I love Thai green curry.", {"topic": "food", "stars": 5, "tags": ["spicy", "thai"]}, 1_704_067_200),
+            ("Sushi on Fridays is our ritual.", {"topic": "food", "stars": 3, "tags": ["fish"]}, 1_714_521_600),
+            ("We hiked the Lousa mountains.", {"topic": "Travel", "stars": 4}, 1_714_521_600),
+            ("My curry recipe uses lemongrass.", {"topic": "cooking"}, 1_717_200_000),
+        ]:
+            bob.add(text, user_id="bob", metadata=metadata, timestamp=day)
+        label = {"I love Thai green curry.": "curry, Thai", "Sushi on Fridays is our ritual.": "sushi",
+                 "We hiked the Lousa mountains.": "hike", "My curry recipe uses lemongrass.": "recipe",
+                 "My blood type is O negative.": "blood"}
+        def named(memories):
+            return sorted(label.get(m["memory"], m["memory"]) for m in memories)
+        for condition, expected in [
+            ({"topic": "food"}, ["curry, Thai", "sushi"]),
+            ({"topic": {"eq": "food"}}, ["curry, Thai", "sushi"]),
+            ({"topic": {"ne": "food"}}, ["blood", "hike", "recipe"]),
+            ({"stars": {"in": [3, 4]}}, ["hike", "sushi"]),
+            ({"topic": {"nin": ["food", "cooking"]}}, ["blood", "hike"]),
+            ({"stars": {"gt": 3}}, ["curry, Thai", "hike"]),
+            ({"stars": {"gte": 3}}, ["curry, Thai", "hike", "sushi"]),
+            ({"stars": {"lt": 4}}, ["sushi"]),
+            ({"stars": {"lte": 4}}, ["hike", "sushi"]),
+            ({"tags": {"contains": "thai"}}, ["curry, Thai"]),
+            ({"topic": {"icontains": "TRAV"}}, ["hike"]),
+            ({"created_at": {"gte": "2024-05-01"}}, ["blood", "hike", "recipe", "sushi"]),
+            ({"created_at": {"lt": "2024-05-01T00:00:00Z"}}, ["curry, Thai"]),
+            ({"OR": [{"topic": "cooking"}, {"stars": {"gte": 5}}]}, ["curry, Thai", "recipe"]),
+            ({"NOT": {"topic": "food"}}, ["blood", "hike", "recipe"]),
+        ]:
+            scoped = {"AND": [{"user_id": "bob"}, condition]}
+            listed = bob.get_all(filters=scoped)
+            found = bob.search("what do I like?", filters=scoped, top_k=10)["results"]
+            check(f"filter {json.dumps(condition)}", named(listed["results"]) == expected
+                  and listed["count"] == len(expected) and named(found) == expected,
+                  (named(listed["results"]), named(found)))
         bob.delete_all(user_id="bob")
 
         users = client.users()
