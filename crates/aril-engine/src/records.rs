@@ -16,9 +16,6 @@ use serde_json::Value;
 
 use crate::{CardMemory, DeleteReport, Engine, EngineError, MemoryEdit, MemoryView};
 
-/// Memories a filtered listing reads from the store at a time.
-const SCAN_PAGE: u64 = 1000;
-
 /// Who may see a memory: true for the user ids the caller may read.
 pub type Access<'a> = &'a dyn Fn(&str) -> bool;
 
@@ -237,36 +234,32 @@ impl Engine {
                 total,
             ));
         };
-        // Metadata and times are in no index: the scope's memories are read in store order, a
-        // page at a time, and tested; the count needs them all.
-        let mut page = Vec::new();
-        let mut met = 0u64;
-        let mut read = 0u64;
-        loop {
-            let (turns, total) = self.list_memories(filter, read, SCAN_PAGE)?;
-            if turns.is_empty() {
-                break;
-            }
-            read += turns.len() as u64;
-            for view in self.memory_views(turns)? {
-                let subject = Subject {
-                    metadata: view.current.turn.metadata.as_ref(),
-                    created_at: view.created,
-                    updated_at: view.current.ingest_time,
-                };
-                if !condition.admits(&subject) {
-                    continue;
-                }
-                if met >= offset && (page.len() as u64) < limit {
-                    page.push(MemoryRecord::from_view(view));
-                }
-                met += 1;
-            }
-            if read >= total {
-                break;
-            }
-        }
-        Ok((page, met))
+        // Metadata and times are in no index: the facts of every current turn of the scope are
+        // read in one pass without their text, and only the page's turns after them.
+        let met: Vec<TurnId> = self
+            .store
+            .current_turn_facts(filter)?
+            .into_iter()
+            .filter(|f| {
+                condition.admits(&Subject {
+                    metadata: f.metadata.as_ref(),
+                    created_at: f.created_at,
+                    updated_at: f.updated_at,
+                })
+            })
+            .map(|f| f.id)
+            .collect();
+        let total = met.len() as u64;
+        let page: Vec<TurnId> = met
+            .into_iter()
+            .skip(usize::try_from(offset).unwrap_or(usize::MAX))
+            .take(usize::try_from(limit).unwrap_or(usize::MAX))
+            .collect();
+        let records = self.memory_views(self.turns(&page)?)?;
+        Ok((
+            records.into_iter().map(MemoryRecord::from_view).collect(),
+            total,
+        ))
     }
 
     /// Writes the memory's next version; returns the memory as it now stands. A card memory

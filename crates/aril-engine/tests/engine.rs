@@ -1742,7 +1742,7 @@ fn a_filtered_search_reads_deeper_until_k_memories_meet_the_filter(place: &Place
     // Lists 4 deep, so that the first pass cannot reach the kept memories through any list.
     let mut config = Config::default();
     config.recall.candidates = 4;
-    let mut engine = place.open_with(config);
+    let mut engine = place.open_with(config.clone());
     let tagged = |n: u32, text: String, kind: &str| {
         let mut t = turn("u", "s1", 0, &text);
         t.event_time = Some(
@@ -1771,6 +1771,15 @@ fn a_filtered_search_reads_deeper_until_k_memories_meet_the_filter(place: &Place
     ];
     turns.extend((0..5).map(|i| tagged(200 + i, kept[i as usize].to_string(), "keep")));
     ingest(&mut engine, turns, true);
+    filtered_searches_find_what_meets_the_filter(&engine, &kept);
+    // The same with no prefilter: the search reads its lists deeper until k meet the filter.
+    drop(engine);
+    config.recall.prefilter_max = 0;
+    filtered_searches_find_what_meets_the_filter(&place.open_with(config), &kept);
+}
+
+/// The assertions of [`a_filtered_search_reads_deeper_until_k_memories_meet_the_filter`].
+fn filtered_searches_find_what_meets_the_filter(engine: &Engine, kept: &[&str]) {
     let filtered = |filter: serde_json::Value, k: usize| {
         engine
             .search(&SearchRequest {

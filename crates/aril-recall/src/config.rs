@@ -65,6 +65,10 @@ pub struct RecallConfig {
     pub session_turns: usize,
     /// Results returned when the caller gives no `k`.
     pub default_k: usize,
+    /// Up to this many memories meeting a search's filter, the search ranks them all by their own
+    /// vectors (exact over the admitted turns, one round); above it, it searches the scope and
+    /// reads deeper until `k` meet the filter ([`crate::MAX_FILTERED_DEPTH`]).
+    pub prefilter_max: usize,
     /// How retrieved segments take part: `rank_turns` (default) credits each member turn with the
     /// segment's rank, so a segment's context lifts its turns but only turns are shown; `units`
     /// returns segments as units of their own. Measured on LoCoMo, showing whole segments spends
@@ -113,6 +117,7 @@ impl Default for RecallConfig {
             w_sessions: 2.0,
             session_turns: 3,
             default_k: 10,
+            prefilter_max: 4096,
             segments: SegmentUse::RankTurns,
         }
     }

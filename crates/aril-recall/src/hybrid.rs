@@ -27,7 +27,7 @@ use aril_core::{
 };
 use aril_embed::{Embedder, embed_question};
 use aril_index::{Hit, UnitSearch};
-use aril_store::Store;
+use aril_store::{Store, TurnFacts};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
@@ -59,8 +59,9 @@ pub struct SearchRequest {
     /// When the question is asked: relative dates in it ("last week") resolve against this.
     /// Without it they focus nothing (the servers and the CLI pass the time of the request).
     pub asked_at: Option<DateTime<Utc>>,
-    /// Only memories that meet it (metadata, times: Mem0's filter language) are returned; the
-    /// search reads deeper until `k` do or the scope is exhausted ([`MAX_FILTERED_DEPTH`]).
+    /// Only memories that meet it (metadata, times: Mem0's filter language) are returned: when
+    /// few meet it (`recall.prefilter_max`) they are all ranked, else the search reads deeper
+    /// until `k` do or the scope is exhausted ([`MAX_FILTERED_DEPTH`]).
     pub condition: Option<Condition>,
     /// Only turns whose own vector is at least this similar to the question (cosine, 0–1, as
     /// Mem0's `threshold`) are returned; a turn without a vector of its own (a role not embedded)
@@ -162,6 +163,12 @@ impl Recall<'_> {
     pub fn search(&self, request: &SearchRequest) -> Result<SearchResponse, RecallError> {
         let (query, k) = checked(request, self.config.default_k)?;
         let condition = request.condition.as_ref();
+        if let Some(condition) = condition {
+            let admitted = self.admitted(&request.filter, condition, request.asked_at)?;
+            if admitted.len() <= self.config.prefilter_max {
+                return self.search_admitted(request, query, k, &admitted);
+            }
+        }
         let mut config = self.config.clone();
         let mut qv: Option<Vec<f32>> = None;
         loop {
@@ -205,6 +212,108 @@ impl Recall<'_> {
         }
     }
 
+    /// The current turns of the scope that meet `condition` and still hold when the question is
+    /// asked, in store order: one pass over the store that reads no text.
+    fn admitted(
+        &self,
+        filter: &ScopeFilter,
+        condition: &Condition,
+        asked_at: Option<DateTime<Utc>>,
+    ) -> Result<Vec<TurnFacts>, RecallError> {
+        let asked_at = asked_at.unwrap_or_else(Utc::now);
+        let mut facts = self.store.current_turn_facts(filter)?;
+        facts.retain(|f| {
+            f.valid_to.is_none_or(|to| to > asked_at)
+                && condition.admits(&Subject {
+                    metadata: f.metadata.as_ref(),
+                    created_at: f.created_at,
+                    updated_at: f.updated_at,
+                })
+        });
+        Ok(facts)
+    }
+
+    /// [`Recall::search`] when few memories meet the condition (`recall.prefilter_max`): the dense
+    /// turn list is every admitted turn, ranked by the cosine of its best chunk to the question
+    /// (those without vectors, of roles not embedded, after them, newest first); the other
+    /// lists are searched as usual and keep what meets the condition. One round, whatever the
+    /// scope's size.
+    fn search_admitted(
+        &self,
+        request: &SearchRequest,
+        query: &str,
+        k: usize,
+        admitted: &[TurnFacts],
+    ) -> Result<SearchResponse, RecallError> {
+        // Lists at least k deep: the fusion takes that much of the exact list.
+        let config = RecallConfig {
+            candidates: self.config.candidates.max(k),
+            ..self.config.clone()
+        };
+        let this = Recall {
+            config: &config,
+            embedder: self.embedder.clone(),
+            ..*self
+        };
+        let (qv, mut pre) = this.prefetched(
+            &request.filter,
+            query,
+            None,
+            request.asked_at,
+            config.candidates,
+        )?;
+        let seqs: Vec<i64> = admitted.iter().map(|f| f.seq).collect();
+        let similarity = this.similarity(&seqs, &qv)?;
+        let mut ranked: Vec<(&TurnFacts, Option<f32>)> = admitted
+            .iter()
+            .map(|f| (f, similarity.get(&f.seq).copied()))
+            .collect();
+        ranked.sort_by(|(a, x), (b, y)| match (x, y) {
+            (Some(x), Some(y)) => y.total_cmp(x).then(b.seq.cmp(&a.seq)),
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+            (None, None) => b.seq.cmp(&a.seq),
+        });
+        pre.dense_turns = ranked
+            .into_iter()
+            .map(|(f, score)| Hit {
+                unit: UnitId::Turn(f.id.clone()),
+                score: score.unwrap_or(-1.0),
+            })
+            .collect();
+        // The admitted set is the condition's answer (a later version's `created_at` is its
+        // memory's): the other lists keep what it holds.
+        let ids: HashSet<&TurnId> = admitted.iter().map(|f| &f.id).collect();
+        let mut candidates = this.fused_candidates(&request.filter, query, &qv, pre, None)?;
+        for c in &mut candidates {
+            c.turns.retain(|t| ids.contains(&t.id));
+        }
+        candidates.retain(|c| !c.turns.is_empty());
+        let mut candidates = without_repeats(candidates);
+        if let Some(threshold) = request.threshold {
+            candidates = this.similar_enough(candidates, &qv, threshold)?;
+        }
+        Ok(respond(query, &candidates, k, request.budget))
+    }
+
+    /// The cosine of each turn's best chunk (by store order) to the question `qv`; turns without
+    /// vectors under the model are left out.
+    fn similarity(&self, seqs: &[i64], qv: &[f32]) -> Result<HashMap<i64, f32>, RecallError> {
+        Ok(self
+            .store
+            .unit_vectors_at(self.embedder.name(), UnitKind::Turn, seqs)?
+            .into_iter()
+            .map(|u| {
+                let best = u
+                    .chunks
+                    .iter()
+                    .map(|c| aril_embed::dot(qv, &c.vector))
+                    .fold(f32::MIN, f32::max);
+                (u.seq, best)
+            })
+            .collect())
+    }
+
     /// The candidates with a turn whose own chunk vectors come at least `threshold` near the
     /// question `qv` (cosine), read from the store.
     fn similar_enough(
@@ -217,19 +326,7 @@ impl Recall<'_> {
             .iter()
             .flat_map(|c| c.turns.iter().map(|t| t.seq))
             .collect();
-        let similarity: HashMap<i64, f32> = self
-            .store
-            .unit_vectors_at(self.embedder.name(), UnitKind::Turn, &seqs)?
-            .into_iter()
-            .map(|u| {
-                let best = u
-                    .chunks
-                    .iter()
-                    .map(|c| aril_embed::dot(qv, &c.vector))
-                    .fold(f32::MIN, f32::max);
-                (u.seq, best)
-            })
-            .collect();
+        let similarity = self.similarity(&seqs, qv)?;
         candidates.retain(|c| {
             c.turns
                 .iter()

@@ -242,6 +242,21 @@ pub struct UnitVectors {
     pub chunks: Vec<StoredChunk>,
 }
 
+/// What a filter reads of a turn, without its text: its place, the metadata its client attached,
+/// its memory's times as Mem0 names them, and the end of its validity.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnFacts {
+    pub id: TurnId,
+    pub seq: i64,
+    pub metadata: Option<aril_core::Metadata>,
+    /// When its memory was first said (else stored): the first version's time, for a later
+    /// version.
+    pub created_at: DateTime<Utc>,
+    /// When this version was stored.
+    pub updated_at: DateTime<Utc>,
+    pub valid_to: Option<DateTime<Utc>>,
+}
+
 /// Counts over the whole store.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct StoreStats {
@@ -570,6 +585,10 @@ pub trait Store: Send + Sync {
     fn memory_ids(&self, turns: &[TurnId]) -> Result<HashMap<TurnId, TurnId>, StoreError>;
     /// A user's turns that a newer version of their memory replaces.
     fn superseded(&self, user_id: &str) -> Result<HashSet<TurnId>, StoreError>;
+    /// The facts of every current turn a filter admits (none a newer version replaces, none
+    /// expired), in store order: one pass that reads no text, what a filter on metadata or
+    /// times is tested against.
+    fn current_turn_facts(&self, filter: &ScopeFilter) -> Result<Vec<TurnFacts>, StoreError>;
     /// Turns no newer version replaces whose memory expired at or before `now`, soonest expired
     /// first, at most `limit`: what the expiry sweep deletes.
     fn expired_turns(&self, now: DateTime<Utc>, limit: u64) -> Result<Vec<TurnId>, StoreError>;

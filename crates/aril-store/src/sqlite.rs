@@ -875,6 +875,57 @@ impl Store for SqliteStore {
         Ok(ids)
     }
 
+    fn current_turn_facts(
+        &self,
+        filter: &ScopeFilter,
+    ) -> Result<Vec<crate::TurnFacts>, StoreError> {
+        let conn = self.conn()?;
+        let (mut clause, args) = filter_clause_on("t.", filter);
+        clause.push_str(" AND t.id NOT IN (SELECT turn_id FROM superseded)");
+        // The time is ours, not the caller's: written into the SQL as text.
+        clause.push_str(&format!(
+            " AND (t.expires_at IS NULL OR t.expires_at > '{}')",
+            instant_text(Utc::now())
+        ));
+        // A later version's memory was created when its first version was said.
+        let mut stmt = conn.prepare(&format!(
+            "SELECT t.id, t.seq, t.metadata, \
+             CASE WHEN f.id IS NULL THEN COALESCE(t.event_time, t.ingest_time) \
+                  ELSE COALESCE(f.event_time, f.ingest_time) END, \
+             t.ingest_time, t.valid_to \
+             FROM turns t LEFT JOIN revisions r ON r.turn_id = t.id \
+             LEFT JOIN turns f ON f.id = r.memory_id \
+             WHERE {clause} ORDER BY t.seq"
+        ))?;
+        let rows = stmt
+            .query_map(params_from_iter(&args), |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, Option<String>>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, String>(4)?,
+                    r.get::<_, Option<String>>(5)?,
+                ))
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        rows.into_iter()
+            .map(|(id, seq, metadata, created, updated, valid_to)| {
+                Ok(crate::TurnFacts {
+                    id: TurnId(id),
+                    seq,
+                    metadata: metadata
+                        .map(|m| Metadata::from_json(&m))
+                        .transpose()
+                        .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                    created_at: parse_time(Some(created))?.unwrap_or_default(),
+                    updated_at: parse_time(Some(updated))?.unwrap_or_default(),
+                    valid_to: parse_time(valid_to)?,
+                })
+            })
+            .collect()
+    }
+
     fn expired_turns(&self, now: DateTime<Utc>, limit: u64) -> Result<Vec<TurnId>, StoreError> {
         let conn = self.conn()?;
         let mut stmt = conn.prepare_cached(

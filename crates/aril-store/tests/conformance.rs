@@ -61,6 +61,7 @@ impl Place {
 }
 
 aril_store::conformance!(
+    current_turn_facts_give_each_memorys_times_without_its_text,
     a_batch_is_stored_whole_and_recommitting_adds_nothing,
     a_failing_batch_leaves_nothing_behind,
     delete_takes_one_scope_and_its_unshared_vectors,
@@ -1482,4 +1483,48 @@ fn postgres_a_write_waits_for_its_users_lock_before_writing() {
         .unwrap()
         .get(0);
     assert_eq!(written, 3);
+}
+
+/// `current_turn_facts`: one row per current turn of the scope (no replaced version, no expired
+/// memory), its metadata, its memory's first time as `created_at`, and its validity's end.
+fn current_turn_facts_give_each_memorys_times_without_its_text(place: &Place) {
+    let mut store = place.open();
+    let turns = fill(&mut *store, "u");
+    fill(&mut *store, "v");
+    let said = chrono::TimeZone::with_ymd_and_hms(&Utc, 2024, 3, 1, 10, 0, 0).unwrap();
+    let mut v2 = turn("u", 20);
+    v2.turn.turn.event_time = Some(said + chrono::Duration::days(30));
+    v2.turn.turn.lifecycle.valid_to = Some(said + chrono::Duration::days(60));
+    revise(&mut *store, &turns[0], v2.clone(), 2);
+    let mut gone = turn("u", 40);
+    gone.turn.turn.lifecycle.expires_at = Some(Utc::now() - chrono::Duration::hours(1));
+    store
+        .commit(WriteBatch {
+            embeddings: vec![embedding(&gone.text_hash)],
+            turns: vec![gone],
+            ..Default::default()
+        })
+        .unwrap();
+    let facts = store.current_turn_facts(&ScopeFilter::user("u")).unwrap();
+    let ids: Vec<&TurnId> = facts.iter().map(|f| &f.id).collect();
+    assert_eq!(
+        ids,
+        [&turns[1].turn.id, &turns[2].turn.id, &v2.turn.id],
+        "the current turns of u, in store order"
+    );
+    let first_said = turns[0].turn.ingest_time.trunc_subsecs(6);
+    let revised = &facts[2];
+    // To the microsecond: PostgreSQL keeps no finer.
+    assert_eq!(
+        revised.created_at.trunc_subsecs(6),
+        first_said,
+        "its memory's first time"
+    );
+    assert_eq!(
+        revised.updated_at.trunc_subsecs(6),
+        v2.turn.ingest_time.trunc_subsecs(6)
+    );
+    assert_eq!(revised.valid_to, v2.turn.turn.lifecycle.valid_to);
+    assert_eq!(facts[0].metadata, Some(turn_metadata("u")));
+    assert_eq!(facts[1].metadata, None);
 }

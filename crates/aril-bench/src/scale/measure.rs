@@ -88,7 +88,30 @@ pub struct Measured {
     pub slowest: Vec<SlowQuestion>,
     /// Questions of the file searched inside the big scope (session search, k 10).
     pub recall: Recall,
+    /// Searches filtered to a window of time before each question (a day, a week); empty in
+    /// reports made before them.
+    #[serde(default)]
+    pub filtered: Vec<Filtered>,
 }
+
+/// Searches filtered to the days before each question was asked (Mem0's filter language on
+/// `created_at`): what a filter costs, and whether the search still returns `k` memories when
+/// the window holds that many.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Filtered {
+    /// The window: memories said in the `days` before the question.
+    pub days: i64,
+    pub searches: usize,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    /// Mean memories of the scope the filter admits (counted by a filtered listing).
+    pub admitted_mean: f64,
+    /// Share of searches that returned `min(k, admitted)` memories.
+    pub full: f64,
+}
+
+/// How many questions the filtered searches take.
+const FILTERED_SEARCHES: usize = 100;
 
 /// A question among the slowest to search.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -214,6 +237,13 @@ pub fn measure(
         }
     }
     let rss_mib = rss_mib();
+    let filtered = [1, 7]
+        .into_iter()
+        .map(|days| filtered(&engine, &filter, cases, days))
+        .collect::<Result<Vec<_>, _>>()?
+        .into_iter()
+        .flatten()
+        .collect();
     let mut rankings = HashMap::new();
     for case in cases {
         let hits = engine
@@ -250,5 +280,56 @@ pub fn measure(
         rss_mib,
         slowest: slowest(cases, &by_question),
         recall,
+        filtered,
     })
+}
+
+/// [`Filtered`] over the first questions that say when they were asked, the window `days`
+/// long (no such question: `None`).
+fn filtered(
+    engine: &Engine,
+    filter: &ScopeFilter,
+    cases: &[Case],
+    days: i64,
+) -> Result<Option<Filtered>, BenchError> {
+    let mut latencies = Vec::new();
+    let (mut admitted_sum, mut full) = (0u64, 0usize);
+    for case in cases.iter().take(FILTERED_SEARCHES) {
+        let Some(at) = asked_at(case) else { continue };
+        let week = serde_json::json!({"created_at": {
+            "gte": (at - chrono::Duration::days(7)).to_rfc3339(),
+            "lt": at.to_rfc3339(),
+        }});
+        let condition =
+            aril_core::Condition::from_mem0(&week).map_err(aril_engine::EngineError::from)?;
+        let (_, admitted) = engine.record_page(filter, Some(&condition), 0, 0)?;
+        let t = Instant::now();
+        let found = engine.search(&SearchRequest {
+            filter: filter.clone(),
+            query: case.question.clone(),
+            k: Some(SEARCH_K),
+            budget: None,
+            asked_at: Some(at),
+            condition: Some(condition),
+            threshold: None,
+        })?;
+        latencies.push(t.elapsed().as_secs_f64() * 1000.0);
+        admitted_sum += admitted;
+        if found.results.len() as u64 == admitted.min(SEARCH_K as u64) {
+            full += 1;
+        }
+    }
+    if latencies.is_empty() {
+        return Ok(None);
+    }
+    let n = latencies.len();
+    latencies.sort_by(f64::total_cmp);
+    Ok(Some(Filtered {
+        days,
+        searches: n,
+        p50_ms: percentile(&latencies, 0.5),
+        p99_ms: percentile(&latencies, 0.99),
+        admitted_mean: admitted_sum as f64 / n as f64,
+        full: full as f64 / n as f64,
+    }))
 }

@@ -23,7 +23,7 @@ use serde::Serialize;
 
 pub use build::{Layout, Progress};
 pub use corpus::Corpus;
-pub use measure::{Measured, Recall};
+pub use measure::{Filtered, Measured, Recall};
 
 use crate::BenchError;
 use crate::run::{Benchmark, aril_dir, file_hash};
@@ -196,6 +196,23 @@ impl ScaleReport {
                 100.0 * s.own_haystack.any_at_10,
                 100.0 * s.own_haystack.recall_at_10,
             );
+        }
+        for s in &self.sizes {
+            for f in &s.measured.filtered {
+                let _ = writeln!(
+                    out,
+                    "\nfiltered to the {} day(s) before each question at {} turns: {} searches, \
+                     p50 {:.1} ms, p99 {:.1} ms, {:.1} memories admitted on average, {:.1}% \
+                     returned min(k, admitted)",
+                    f.days,
+                    s.size,
+                    f.searches,
+                    f.p50_ms,
+                    f.p99_ms,
+                    f.admitted_mean,
+                    100.0 * f.full
+                );
+            }
         }
         for s in &self.sizes {
             if s.measured.slowest.is_empty() {

@@ -933,6 +933,44 @@ impl Store for PgStore {
         Ok(rows.iter().map(|r| TurnId(r.get(0))).collect())
     }
 
+    fn current_turn_facts(
+        &self,
+        filter: &ScopeFilter,
+    ) -> Result<Vec<crate::TurnFacts>, StoreError> {
+        let (mut clause, args) = filter_clause("t.", filter, 1);
+        clause.push_str(" AND t.id NOT IN (SELECT turn_id FROM superseded)");
+        clause.push_str(" AND (t.expires_at IS NULL OR t.expires_at > now())");
+        // A later version's memory was created when its first version was said.
+        let rows = self.conn()?.query(
+            &format!(
+                "SELECT t.id, t.seq, t.metadata::text, \
+                 CASE WHEN f.id IS NULL THEN COALESCE(t.event_time, t.ingest_time) \
+                      ELSE COALESCE(f.event_time, f.ingest_time) END, \
+                 t.ingest_time, t.valid_to \
+                 FROM turns t LEFT JOIN revisions r ON r.turn_id = t.id \
+                 LEFT JOIN turns f ON f.id = r.memory_id \
+                 WHERE {clause} ORDER BY t.seq"
+            ),
+            &params(&args),
+        )?;
+        rows.iter()
+            .map(|r| {
+                let metadata: Option<String> = r.try_get(2)?;
+                Ok(crate::TurnFacts {
+                    id: TurnId(r.try_get(0)?),
+                    seq: r.try_get(1)?,
+                    metadata: metadata
+                        .map(|m| Metadata::from_json(&m))
+                        .transpose()
+                        .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                    created_at: r.try_get(3)?,
+                    updated_at: r.try_get(4)?,
+                    valid_to: r.try_get(5)?,
+                })
+            })
+            .collect()
+    }
+
     fn superseded(&self, user_id: &str) -> Result<HashSet<TurnId>, StoreError> {
         let rows = self.conn()?.query(
             "SELECT s.turn_id FROM superseded s JOIN turns t ON t.id = s.turn_id \
