@@ -1222,22 +1222,12 @@ fn a_forgotten_memory_is_recalled_only_when_asked_before_its_end() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let at = "2024-01-01T09:00:00Z";
-    ok(aril(d).args([
-        "add",
-        "--user",
-        "u",
-        "--at",
-        at,
+    for text in [
         "I live in Porto, by the river.",
-    ]));
-    ok(aril(d).args([
-        "add",
-        "--user",
-        "u",
-        "--at",
-        at,
         "My dog is called Pimenta.",
-    ]));
+    ] {
+        ok(aril(d).args(["add", "--user", "u", "--at", at, text]));
+    }
     let search = |asked: Option<&str>| {
         let mut cmd = aril(d);
         cmd.args(["search", "--user", "u", "--json", "Where do I live?"]);

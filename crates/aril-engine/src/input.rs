@@ -124,47 +124,37 @@ pub fn parse_time(s: &str) -> Result<DateTime<Utc>, EngineError> {
 /// Parses an expiry: RFC 3339, or a calendar date `YYYY-MM-DD`, which lasts through that day
 /// (UTC): the memory expires at the next midnight.
 pub fn parse_expiry(s: &str) -> Result<DateTime<Utc>, EngineError> {
-    if let Ok(day) = chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d") {
-        return day
-            .succ_opt()
-            .and_then(|next| next.and_hms_opt(0, 0, 0))
-            .map(|midnight| midnight.and_utc())
-            .ok_or_else(|| {
-                EngineError::InvalidInput(aril_core::InvalidInput(format!(
-                    "expiry {s:?} is out of range"
-                )))
-            });
-    }
-    DateTime::parse_from_rfc3339(s)
-        .map(|t| t.with_timezone(&Utc))
-        .map_err(|_| {
-            EngineError::InvalidInput(aril_core::InvalidInput(format!(
-                "bad expiry {s:?}: use a date (2025-12-31: it lasts through that day, UTC) or \
-                 RFC 3339 (2025-12-31T18:00:00Z)"
-            )))
-        })
+    parse_day_or_time(s, 1, "expiry", "2025-12-31: it lasts through that day, UTC")
 }
 
 /// When a memory stops holding, as a forgetting gives it: RFC 3339, or a date `YYYY-MM-DD` (it
 /// no longer holds from that day's start, UTC).
 pub fn parse_valid_to(s: &str) -> Result<DateTime<Utc>, EngineError> {
+    parse_day_or_time(s, 0, "time", "2025-06-30: from that day on, UTC")
+}
+
+/// RFC 3339, or a date `YYYY-MM-DD` taken as the midnight (UTC) `days_on` days after it; the
+/// error names `what` was bad and shows a date as `example` explains it.
+fn parse_day_or_time(
+    s: &str,
+    days_on: u64,
+    what: &str,
+    example: &str,
+) -> Result<DateTime<Utc>, EngineError> {
+    let invalid = |message: String| EngineError::InvalidInput(aril_core::InvalidInput(message));
     if let Ok(day) = chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d") {
         return day
-            .and_hms_opt(0, 0, 0)
+            .checked_add_days(chrono::Days::new(days_on))
+            .and_then(|d| d.and_hms_opt(0, 0, 0))
             .map(|midnight| midnight.and_utc())
-            .ok_or_else(|| {
-                EngineError::InvalidInput(aril_core::InvalidInput(format!(
-                    "date {s:?} is out of range"
-                )))
-            });
+            .ok_or_else(|| invalid(format!("{what} {s:?} is out of range")));
     }
     DateTime::parse_from_rfc3339(s)
         .map(|t| t.with_timezone(&Utc))
         .map_err(|_| {
-            EngineError::InvalidInput(aril_core::InvalidInput(format!(
-                "bad time {s:?}: use a date (2025-06-30: from that day on, UTC) or RFC 3339 \
-                 (2025-06-30T18:00:00Z)"
-            )))
+            invalid(format!(
+                "bad {what} {s:?}: use a date ({example}) or RFC 3339 (2025-12-31T18:00:00Z)"
+            ))
         })
 }
 

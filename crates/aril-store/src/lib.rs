@@ -242,6 +242,16 @@ pub struct UnitVectors {
     pub chunks: Vec<StoredChunk>,
 }
 
+/// A turn's metadata as stored (JSON text), read back; text that is not a metadata object is a
+/// corrupt store.
+pub(crate) fn stored_metadata(
+    text: Option<String>,
+) -> Result<Option<aril_core::Metadata>, StoreError> {
+    text.map(|m| aril_core::Metadata::from_json(&m))
+        .transpose()
+        .map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
 /// What a filter reads of a turn, without its text: its place, the metadata its client attached,
 /// its memory's times as Mem0 names them, and the end of its validity.
 #[derive(Debug, Clone, PartialEq)]

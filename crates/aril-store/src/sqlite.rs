@@ -512,10 +512,7 @@ impl Store for SqliteStore {
                                 text,
                                 event_time: parse_time(event)?,
                                 source_id: source,
-                                metadata: metadata
-                                    .map(|m| Metadata::from_json(&m))
-                                    .transpose()
-                                    .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                                metadata: crate::stored_metadata(metadata)?,
                                 lifecycle: Lifecycle {
                                     expires_at: parse_time(expires_at)?,
                                     immutable,
@@ -914,10 +911,7 @@ impl Store for SqliteStore {
                 Ok(crate::TurnFacts {
                     id: TurnId(id),
                     seq,
-                    metadata: metadata
-                        .map(|m| Metadata::from_json(&m))
-                        .transpose()
-                        .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                    metadata: crate::stored_metadata(metadata)?,
                     created_at: parse_time(Some(created))?.unwrap_or_default(),
                     updated_at: parse_time(Some(updated))?.unwrap_or_default(),
                     valid_to: parse_time(valid_to)?,

@@ -307,10 +307,7 @@ fn turn_from_row(r: &Row) -> Result<Turn, StoreError> {
             text: r.try_get(9)?,
             event_time: r.try_get(10)?,
             source_id: r.try_get(12)?,
-            metadata: metadata
-                .map(|m| Metadata::from_json(&m))
-                .transpose()
-                .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+            metadata: crate::stored_metadata(metadata)?,
             lifecycle: Lifecycle {
                 expires_at: r.try_get(14)?,
                 immutable: r.try_get(15)?,
@@ -959,10 +956,7 @@ impl Store for PgStore {
                 Ok(crate::TurnFacts {
                     id: TurnId(r.try_get(0)?),
                     seq: r.try_get(1)?,
-                    metadata: metadata
-                        .map(|m| Metadata::from_json(&m))
-                        .transpose()
-                        .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                    metadata: crate::stored_metadata(metadata)?,
                     created_at: r.try_get(3)?,
                     updated_at: r.try_get(4)?,
                     valid_to: r.try_get(5)?,
