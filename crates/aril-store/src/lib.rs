@@ -252,6 +252,13 @@ pub(crate) fn stored_metadata(
         .map_err(|e| StoreError::Corrupt(e.to_string()))
 }
 
+/// A [`TurnFacts`] query's columns after the metadata, and its joins, over `turns t` (a later
+/// version's memory was created when its first version was said): the same SQL on both stores.
+pub(crate) const TURN_FACTS_TAIL: &str = "CASE WHEN f.id IS NULL THEN COALESCE(t.event_time, t.ingest_time) \
+     ELSE COALESCE(f.event_time, f.ingest_time) END, t.ingest_time, t.valid_to \
+     FROM turns t LEFT JOIN revisions r ON r.turn_id = t.id \
+     LEFT JOIN turns f ON f.id = r.memory_id";
+
 /// What a filter reads of a turn, without its text: its place, the metadata its client attached,
 /// its memory's times as Mem0 names them, and the end of its validity.
 #[derive(Debug, Clone, PartialEq)]

@@ -884,15 +884,9 @@ impl Store for SqliteStore {
             " AND (t.expires_at IS NULL OR t.expires_at > '{}')",
             instant_text(Utc::now())
         ));
-        // A later version's memory was created when its first version was said.
         let mut stmt = conn.prepare(&format!(
-            "SELECT t.id, t.seq, t.metadata, \
-             CASE WHEN f.id IS NULL THEN COALESCE(t.event_time, t.ingest_time) \
-                  ELSE COALESCE(f.event_time, f.ingest_time) END, \
-             t.ingest_time, t.valid_to \
-             FROM turns t LEFT JOIN revisions r ON r.turn_id = t.id \
-             LEFT JOIN turns f ON f.id = r.memory_id \
-             WHERE {clause} ORDER BY t.seq"
+            "SELECT t.id, t.seq, t.metadata, {} WHERE {clause} ORDER BY t.seq",
+            crate::TURN_FACTS_TAIL
         ))?;
         let rows = stmt
             .query_map(params_from_iter(&args), |r| {

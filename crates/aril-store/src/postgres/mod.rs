@@ -937,16 +937,10 @@ impl Store for PgStore {
         let (mut clause, args) = filter_clause("t.", filter, 1);
         clause.push_str(" AND t.id NOT IN (SELECT turn_id FROM superseded)");
         clause.push_str(" AND (t.expires_at IS NULL OR t.expires_at > now())");
-        // A later version's memory was created when its first version was said.
         let rows = self.conn()?.query(
             &format!(
-                "SELECT t.id, t.seq, t.metadata::text, \
-                 CASE WHEN f.id IS NULL THEN COALESCE(t.event_time, t.ingest_time) \
-                      ELSE COALESCE(f.event_time, f.ingest_time) END, \
-                 t.ingest_time, t.valid_to \
-                 FROM turns t LEFT JOIN revisions r ON r.turn_id = t.id \
-                 LEFT JOIN turns f ON f.id = r.memory_id \
-                 WHERE {clause} ORDER BY t.seq"
+                "SELECT t.id, t.seq, t.metadata::text, {} WHERE {clause} ORDER BY t.seq",
+                crate::TURN_FACTS_TAIL
             ),
             &params(&args),
         )?;
