@@ -12,6 +12,15 @@ fn aril(dir: &Path) -> Command {
     cmd
 }
 
+/// `aril` over a data directory, or over the PostgreSQL store `store` when one is given.
+fn aril_at(dir: &Path, store: Option<&str>) -> Command {
+    let mut cmd = aril(dir);
+    if let Some(url) = store {
+        cmd.args(["--store", url]);
+    }
+    cmd
+}
+
 fn run(cmd: &mut Command) -> Output {
     cmd.output().expect("aril runs")
 }
@@ -1164,6 +1173,18 @@ fn a_proxy_says_what_is_wrong_with_its_upstream() {
 /// and says why.
 #[test]
 fn search_filters_on_metadata() {
+    filtering_through_the_cli(None);
+}
+
+#[test]
+fn search_filters_on_metadata_on_postgres() {
+    let db = aril_store::scratch::ScratchDatabase::new().unwrap_or_else(|e| panic!("{e}"));
+    filtering_through_the_cli(Some(db.url()));
+}
+
+/// `aril search --filter` over a data directory, or over a PostgreSQL store.
+fn filtering_through_the_cli(store: Option<&str>) {
+    let aril = |d: &Path| aril_at(d, store);
     let dir = tempfile::tempdir().unwrap();
     for (text, metadata) in [
         ("I love Thai green curry.", r#"{"topic": "food"}"#),
@@ -1219,7 +1240,19 @@ fn search_filters_on_metadata() {
 
 #[test]
 fn a_forgotten_memory_is_recalled_only_when_asked_before_its_end() {
+    forgetting_through_the_cli(None);
+}
+
+#[test]
+fn a_forgotten_memory_is_recalled_only_when_asked_before_its_end_on_postgres() {
+    let db = aril_store::scratch::ScratchDatabase::new().unwrap_or_else(|e| panic!("{e}"));
+    forgetting_through_the_cli(Some(db.url()));
+}
+
+/// `aril forget` and `--restore` over a data directory, or over a PostgreSQL store.
+fn forgetting_through_the_cli(store: Option<&str>) {
     let dir = tempfile::tempdir().unwrap();
+    let aril = |d: &Path| aril_at(d, store);
     let d = dir.path();
     let at = "2024-01-01T09:00:00Z";
     for text in [
