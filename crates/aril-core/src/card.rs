@@ -57,13 +57,6 @@ pub struct Card {
     pub valid_to: Option<DateTime<Utc>>,
 }
 
-impl Card {
-    /// Whether a forgetting says the card no longer holds at `at`.
-    pub fn invalid_at(&self, at: DateTime<Utc>) -> bool {
-        self.valid_to.is_some_and(|to| to <= at)
-    }
-}
-
 /// A calendar date as a model writes it (`YYYY`, `YYYY-MM` or `YYYY-MM-DD`), as the first instant
 /// it names (UTC); `None` for anything else.
 pub fn parse_calendar_date(s: &str) -> Option<DateTime<Utc>> {

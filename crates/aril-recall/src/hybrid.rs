@@ -255,13 +255,8 @@ impl Recall<'_> {
             embedder: self.embedder.clone(),
             ..*self
         };
-        let (qv, mut pre) = this.prefetched(
-            &request.filter,
-            query,
-            None,
-            request.asked_at,
-            config.candidates,
-        )?;
+        // No dense search of the scope: the admitted turns' own list replaces it.
+        let (qv, mut pre) = this.prefetched(&request.filter, query, None, request.asked_at, 0)?;
         let seqs: Vec<i64> = admitted.iter().map(|f| f.seq).collect();
         let similarity = this.similarity(&seqs, &qv)?;
         let mut ranked: Vec<(&TurnFacts, Option<f32>)> = admitted
@@ -291,7 +286,7 @@ impl Recall<'_> {
         candidates.retain(|c| !c.turns.is_empty());
         let mut candidates = without_repeats(candidates);
         if let Some(threshold) = request.threshold {
-            candidates = this.similar_enough(candidates, &qv, threshold)?;
+            candidates = near_enough(candidates, &similarity, threshold);
         }
         Ok(respond(query, &candidates, k, request.budget))
     }
@@ -318,7 +313,7 @@ impl Recall<'_> {
     /// question `qv` (cosine), read from the store.
     fn similar_enough(
         &self,
-        mut candidates: Vec<Candidate>,
+        candidates: Vec<Candidate>,
         qv: &[f32],
         threshold: f32,
     ) -> Result<Vec<Candidate>, RecallError> {
@@ -327,12 +322,7 @@ impl Recall<'_> {
             .flat_map(|c| c.turns.iter().map(|t| t.seq))
             .collect();
         let similarity = self.similarity(&seqs, qv)?;
-        candidates.retain(|c| {
-            c.turns
-                .iter()
-                .any(|t| similarity.get(&t.seq).is_some_and(|s| *s >= threshold))
-        });
-        Ok(candidates)
+        Ok(near_enough(candidates, &similarity, threshold))
     }
 
     /// Recalls the sessions most relevant to a question inside a scope: one hit per session (a
@@ -491,6 +481,9 @@ impl Recall<'_> {
             Some(qv) => qv.to_vec(),
             None => self.embed_query(query)?,
         };
+        if depth == 0 {
+            return Ok((qv, Vec::new()));
+        }
         let hits = self.dense_hits(filter, &qv, depth, UnitKind::Turn)?;
         Ok((qv, hits))
     }
@@ -835,6 +828,21 @@ impl Recall<'_> {
         }
         Ok(out)
     }
+}
+
+/// The candidates with a turn whose best chunk's cosine to the question (`similarity`, by
+/// store order) is at least `threshold`.
+fn near_enough(
+    mut candidates: Vec<Candidate>,
+    similarity: &HashMap<i64, f32>,
+    threshold: f32,
+) -> Vec<Candidate> {
+    candidates.retain(|c| {
+        c.turns
+            .iter()
+            .any(|t| similarity.get(&t.seq).is_some_and(|s| *s >= threshold))
+    });
+    candidates
 }
 
 /// What recall leaves out of one answer.

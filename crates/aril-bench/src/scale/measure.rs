@@ -296,12 +296,12 @@ fn filtered(
     let (mut admitted_sum, mut full) = (0u64, 0usize);
     for case in cases.iter().take(FILTERED_SEARCHES) {
         let Some(at) = asked_at(case) else { continue };
-        let week = serde_json::json!({"created_at": {
-            "gte": (at - chrono::Duration::days(7)).to_rfc3339(),
+        let window = serde_json::json!({"created_at": {
+            "gte": (at - chrono::Duration::days(days)).to_rfc3339(),
             "lt": at.to_rfc3339(),
         }});
         let condition =
-            aril_core::Condition::from_mem0(&week).map_err(aril_engine::EngineError::from)?;
+            aril_core::Condition::from_mem0(&window).map_err(aril_engine::EngineError::from)?;
         let (_, admitted) = engine.record_page(filter, Some(&condition), 0, 0)?;
         let t = Instant::now();
         let found = engine.search(&SearchRequest {
