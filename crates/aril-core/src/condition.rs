@@ -73,6 +73,45 @@ pub struct Subject<'a> {
     pub updated_at: DateTime<Utc>,
 }
 
+/// A closed interval of time; an end that is `None` is open.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TimeSpan {
+    pub from: Option<DateTime<Utc>>,
+    pub to: Option<DateTime<Utc>>,
+}
+
+impl TimeSpan {
+    /// Every time.
+    pub const ALL: TimeSpan = TimeSpan {
+        from: None,
+        to: None,
+    };
+
+    /// Whether `at` is inside the span (both ends included).
+    pub fn holds(&self, at: DateTime<Utc>) -> bool {
+        self.from.is_none_or(|from| at >= from) && self.to.is_none_or(|to| at <= to)
+    }
+
+    /// The times inside both spans (possibly none: `from` after `to`).
+    fn meet(self, other: TimeSpan) -> TimeSpan {
+        TimeSpan {
+            from: self.from.max(other.from),
+            to: match (self.to, other.to) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            },
+        }
+    }
+
+    /// The smallest span holding both.
+    fn join(self, other: TimeSpan) -> TimeSpan {
+        TimeSpan {
+            from: self.from.zip(other.from).map(|(a, b)| a.min(b)),
+            to: self.to.zip(other.to).map(|(a, b)| a.max(b)),
+        }
+    }
+}
+
 const SCOPE_KEYS: [&str; 3] = ["user_id", "agent_id", "run_id"];
 
 fn invalid(message: impl Into<String>) -> InvalidInput {
@@ -217,6 +256,58 @@ impl Condition {
                  AND, as one value"
             ))),
             Condition::Test { .. } => Ok(()),
+        }
+    }
+
+    /// A span of creation times outside of which the condition admits no memory (every time
+    /// when it says nothing definite of `created_at`): what a store can find by an index before
+    /// the condition itself is tested.
+    pub fn created_span(&self) -> TimeSpan {
+        match self {
+            Condition::All(parts) => parts
+                .iter()
+                .fold(TimeSpan::ALL, |span, c| span.meet(c.created_span())),
+            Condition::Any(parts) => parts
+                .iter()
+                .map(Condition::created_span)
+                .reduce(TimeSpan::join)
+                .unwrap_or(TimeSpan::ALL),
+            Condition::Not(_) => TimeSpan::ALL,
+            Condition::Test {
+                field: Field::CreatedAt,
+                op,
+                operand,
+            } => {
+                let at = |v: &Value| {
+                    v.as_str()
+                        .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
+                        .map(|t| t.with_timezone(&Utc))
+                };
+                match op {
+                    Op::Eq => TimeSpan {
+                        from: at(operand),
+                        to: at(operand),
+                    },
+                    Op::Gt | Op::Gte => TimeSpan {
+                        from: at(operand),
+                        to: None,
+                    },
+                    Op::Lt | Op::Lte => TimeSpan {
+                        from: None,
+                        to: at(operand),
+                    },
+                    Op::In => {
+                        let times: Option<Vec<_>> = list(operand).iter().map(at).collect();
+                        let times = times.unwrap_or_default();
+                        TimeSpan {
+                            from: times.iter().min().copied(),
+                            to: times.iter().max().copied(),
+                        }
+                    }
+                    _ => TimeSpan::ALL,
+                }
+            }
+            Condition::Test { .. } => TimeSpan::ALL,
         }
     }
 
@@ -490,6 +581,62 @@ mod tests {
             created_at: at,
             updated_at: at,
         })
+    }
+
+    /// The span a condition gives holds every creation time it admits, and is as narrow as its
+    /// `created_at` bounds say.
+    #[test]
+    fn the_created_span_holds_every_time_the_condition_admits() {
+        let t = |s: &str| DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc);
+        let span = |filter: Value| Condition::from_mem0(&filter).unwrap().created_span();
+        let week = span(
+            json!({"created_at": {"gte": "2024-05-01", "lt": "2024-05-08"},
+                                "category": "food"}),
+        );
+        assert_eq!(week.from, Some(t("2024-05-01T00:00:00Z")));
+        assert_eq!(week.to, Some(t("2024-05-08T00:00:00Z")));
+        let either = span(json!({"OR": [
+            {"created_at": {"gte": "2024-05-01", "lte": "2024-05-02"}},
+            {"created_at": {"in": ["2024-06-01", "2024-06-03"]}}
+        ]}));
+        assert_eq!(either.from, Some(t("2024-05-01T00:00:00Z")));
+        assert_eq!(either.to, Some(t("2024-06-03T00:00:00Z")));
+        // What a condition cannot bound stays open.
+        assert_eq!(
+            span(json!({"OR": [{"created_at": {"gte": "2024-05-01"}}, {"category": "food"}]})),
+            TimeSpan::ALL
+        );
+        assert_eq!(
+            span(json!({"NOT": {"created_at": {"lt": "2024-05-01"}}})),
+            TimeSpan::ALL
+        );
+        assert_eq!(
+            span(json!({"updated_at": {"gte": "2024-05-01"}})),
+            TimeSpan::ALL
+        );
+        // Every time a condition admits is inside its span; the ends are included.
+        let filters = [
+            json!({"created_at": {"gt": "2024-05-01", "lte": "2024-05-03T12:00:00Z"}}),
+            json!({"created_at": "2024-05-03T12:00:00Z"}),
+            json!({"AND": [{"created_at": {"gte": "2024-05-02"}}, {"created_at": {"lt": "2024-05-04"}}]}),
+        ];
+        for filter in filters {
+            let condition = Condition::from_mem0(&filter).unwrap();
+            let span = condition.created_span();
+            for hour in 0..24 * 6 {
+                let at = t("2024-04-30T00:00:00Z") + chrono::Duration::hours(hour);
+                let admitted = condition.admits(&Subject {
+                    metadata: None,
+                    created_at: at,
+                    updated_at: at,
+                });
+                assert!(
+                    !admitted || span.holds(at),
+                    "{filter} admits {at} outside {span:?}"
+                );
+            }
+            assert!(span.from.is_some() && span.to.is_some(), "{filter}");
+        }
     }
 
     #[test]

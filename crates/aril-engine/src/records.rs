@@ -7,8 +7,7 @@
 //! of another user is reported as missing, not as forbidden, so its existence does not leak.
 
 use aril_core::{
-    Card, CardId, Condition, METADATA_RESERVED_KEY, Metadata, Role, ScopeFilter, Subject, Turn,
-    TurnId,
+    Card, CardId, Condition, METADATA_RESERVED_KEY, Metadata, Role, ScopeFilter, Turn, TurnId,
 };
 use chrono::{DateTime, SubsecRound, Utc};
 use serde::Serialize;
@@ -234,19 +233,13 @@ impl Engine {
                 total,
             ));
         };
-        // Metadata and times are in no index: the facts of every current turn of the scope are
-        // read in one pass without their text, and only the page's turns after them.
+        // The facts of the current turns inside the condition's span of creation times are read
+        // without their text and tested; only the page's turns are read whole.
         let met: Vec<TurnId> = self
             .store
-            .current_turn_facts(filter)?
+            .current_turn_facts(filter, condition.created_span())?
             .into_iter()
-            .filter(|f| {
-                condition.admits(&Subject {
-                    metadata: f.metadata.as_ref(),
-                    created_at: f.created_at,
-                    updated_at: f.updated_at,
-                })
-            })
+            .filter(|f| condition.admits(&f.subject()))
             .map(|f| f.id)
             .collect();
         let total = met.len() as u64;

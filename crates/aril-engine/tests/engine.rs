@@ -1775,6 +1775,10 @@ fn a_filtered_search_reads_deeper_until_k_memories_meet_the_filter(place: &Place
     // The same with no prefilter: the search reads its lists deeper until k meet the filter.
     drop(engine);
     config.recall.prefilter_max = 0;
+    filtered_searches_find_what_meets_the_filter(&place.open_with(config.clone()), &kept);
+    // And when the lists may not be read deeper than the first round (4): the memories the
+    // filter admits are ranked all, exactly, rather than fewer than k returned.
+    config.recall.filtered_depth_max = 4;
     filtered_searches_find_what_meets_the_filter(&place.open_with(config), &kept);
 }
 

@@ -67,8 +67,12 @@ pub struct RecallConfig {
     pub default_k: usize,
     /// Up to this many memories meeting a search's filter, the search ranks them all by their own
     /// vectors (exact over the admitted turns, one round); above it, it searches the scope and
-    /// reads deeper until `k` meet the filter ([`crate::MAX_FILTERED_DEPTH`]).
+    /// reads deeper until `k` meet the filter (`filtered_depth_max`).
     pub prefilter_max: usize,
+    /// How deep a filtered search above `prefilter_max` reads each list at most: from
+    /// `candidates`, four times deeper a round while fewer than `k` results meet the filter.
+    /// Lists read this deep that still hold fewer: the admitted memories are ranked all, exactly.
+    pub filtered_depth_max: usize,
     /// How retrieved segments take part: `rank_turns` (default) credits each member turn with the
     /// segment's rank, so a segment's context lifts its turns but only turns are shown; `units`
     /// returns segments as units of their own. Measured on LoCoMo, showing whole segments spends
@@ -118,6 +122,7 @@ impl Default for RecallConfig {
             session_turns: 3,
             default_k: 10,
             prefilter_max: 4096,
+            filtered_depth_max: 4096,
             segments: SegmentUse::RankTurns,
         }
     }

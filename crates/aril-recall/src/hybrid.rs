@@ -61,17 +61,14 @@ pub struct SearchRequest {
     pub asked_at: Option<DateTime<Utc>>,
     /// Only memories that meet it (metadata, times: Mem0's filter language) are returned: when
     /// few meet it (`recall.prefilter_max`) they are all ranked, else the search reads deeper
-    /// until `k` do or the scope is exhausted ([`MAX_FILTERED_DEPTH`]).
+    /// until `k` do (`recall.filtered_depth_max`), and ranks them all when its lists, read that
+    /// deep, hold fewer.
     pub condition: Option<Condition>,
     /// Only turns whose own vector is at least this similar to the question (cosine, 0–1, as
     /// Mem0's `threshold`) are returned; a turn without a vector of its own (a role not embedded)
     /// never is.
     pub threshold: Option<f32>,
 }
-
-/// How deep a filtered search reads each list at most: it starts at `recall.candidates` and
-/// reads four times deeper while fewer than `k` memories meet the condition.
-pub const MAX_FILTERED_DEPTH: usize = 4096;
 
 /// Where a result comes from, in the source's own ids.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -163,11 +160,14 @@ impl Recall<'_> {
     pub fn search(&self, request: &SearchRequest) -> Result<SearchResponse, RecallError> {
         let (query, k) = checked(request, self.config.default_k)?;
         let condition = request.condition.as_ref();
-        if let Some(condition) = condition {
-            let admitted = self.admitted(&request.filter, condition, request.asked_at)?;
-            if admitted.len() <= self.config.prefilter_max {
-                return self.search_admitted(request, query, k, &admitted);
-            }
+        let admitted = match condition {
+            Some(c) => Some(self.admitted(&request.filter, c, request.asked_at)?),
+            None => None,
+        };
+        if let Some(admitted) = &admitted
+            && admitted.len() <= self.config.prefilter_max
+        {
+            return self.search_admitted(request, query, k, admitted);
         }
         let mut config = self.config.clone();
         let mut qv: Option<Vec<f32>> = None;
@@ -202,10 +202,18 @@ impl Recall<'_> {
             if let Some(threshold) = request.threshold {
                 candidates = recall.similar_enough(candidates, &vector, threshold)?;
             }
-            let deeper = (depth * 4).min(MAX_FILTERED_DEPTH);
+            let deeper = (depth * 4).min(self.config.filtered_depth_max.max(depth));
             let may_find_more = condition.is_some() || similar_deeper;
-            if !may_find_more || candidates.len() >= k || exhausted || deeper == depth {
+            if !may_find_more || candidates.len() >= k || exhausted {
                 return Ok(respond(query, &candidates, k, request.budget));
+            }
+            if deeper == depth {
+                // Read as deep as a filtered search goes, the lists hold fewer than k of the
+                // memories the filter admits: those are ranked all, exactly.
+                return match &admitted {
+                    Some(admitted) => self.search_admitted(request, query, k, admitted),
+                    None => Ok(respond(query, &candidates, k, request.budget)),
+                };
             }
             qv = Some(vector);
             config.candidates = deeper;
@@ -213,7 +221,8 @@ impl Recall<'_> {
     }
 
     /// The current turns of the scope that meet `condition` and still hold when the question is
-    /// asked, in store order: one pass over the store that reads no text.
+    /// asked, in store order: read without their text, those of the condition's span of
+    /// creation times only.
     fn admitted(
         &self,
         filter: &ScopeFilter,
@@ -221,14 +230,11 @@ impl Recall<'_> {
         asked_at: Option<DateTime<Utc>>,
     ) -> Result<Vec<TurnFacts>, RecallError> {
         let asked_at = asked_at.unwrap_or_else(Utc::now);
-        let mut facts = self.store.current_turn_facts(filter)?;
+        let mut facts = self
+            .store
+            .current_turn_facts(filter, condition.created_span())?;
         facts.retain(|f| {
-            f.valid_to.is_none_or(|to| to > asked_at)
-                && condition.admits(&Subject {
-                    metadata: f.metadata.as_ref(),
-                    created_at: f.created_at,
-                    updated_at: f.updated_at,
-                })
+            f.valid_to.is_none_or(|to| to > asked_at) && condition.admits(&f.subject())
         });
         Ok(facts)
     }

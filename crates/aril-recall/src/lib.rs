@@ -27,6 +27,4 @@ pub use config::{LexicalTurnRoles, RECALL_RRF_K, RecallConfig, SegmentUse};
 pub use diversity::select_diverse;
 pub use error::RecallError;
 pub use fusion::{RRF_K, rrf, rrf_ranked};
-pub use hybrid::{
-    Candidate, MAX_FILTERED_DEPTH, Recall, SearchHit, SearchRequest, SearchResponse, SourceRef,
-};
+pub use hybrid::{Candidate, Recall, SearchHit, SearchRequest, SearchResponse, SourceRef};

@@ -21,7 +21,7 @@ pub mod transfer;
 use std::collections::{HashMap, HashSet};
 
 use aril_core::{
-    Card, Role, Scope, ScopeFilter, Segment, SegmentId, Turn, TurnId, UnitId, UnitKind,
+    Card, Role, Scope, ScopeFilter, Segment, SegmentId, TimeSpan, Turn, TurnId, UnitId, UnitKind,
 };
 use aril_segment::OpenSegment;
 use chrono::{DateTime, Utc};
@@ -252,12 +252,46 @@ pub(crate) fn stored_metadata(
         .map_err(|e| StoreError::Corrupt(e.to_string()))
 }
 
-/// A [`TurnFacts`] query's columns after the metadata, and its joins, over `turns t` (a later
-/// version's memory was created when its first version was said): the same SQL on both stores.
-pub(crate) const TURN_FACTS_TAIL: &str = "CASE WHEN f.id IS NULL THEN COALESCE(t.event_time, t.ingest_time) \
-     ELSE COALESCE(f.event_time, f.ingest_time) END, t.ingest_time, t.valid_to \
-     FROM turns t LEFT JOIN revisions r ON r.turn_id = t.id \
-     LEFT JOIN turns f ON f.id = r.memory_id";
+/// The SQL of a [`TurnFacts`] query over `turns t`, the same on both stores: the turns that are
+/// no later version of a memory (found through the `turns_said` index when a bound is given),
+/// then the later versions, whose memory was created when its first version (`f`) was said.
+/// `metadata` is the metadata column as the store reads it; `scope` and `live` are conditions on
+/// `t`; `from` / `to` are the placeholders of the bounds on when the memory was said, each
+/// appearing once in each half (the arguments are given twice). The later versions are few: they
+/// lead their join (`CROSS JOIN` fixes SQLite's order), so no half walks the whole memory.
+pub(crate) fn turn_facts_sql(
+    metadata: &str,
+    scope: &str,
+    live: &str,
+    from: Option<&str>,
+    to: Option<&str>,
+) -> String {
+    let said = |a: &str| {
+        let mut clause = String::new();
+        if let Some(from) = from {
+            clause.push_str(&format!(
+                " AND COALESCE({a}.event_time, {a}.ingest_time) >= {from}"
+            ));
+        }
+        if let Some(to) = to {
+            clause.push_str(&format!(
+                " AND COALESCE({a}.event_time, {a}.ingest_time) < {to}"
+            ));
+        }
+        clause
+    };
+    format!(
+        "SELECT t.id, t.seq, {metadata}, COALESCE(t.event_time, t.ingest_time), t.ingest_time, \
+         t.valid_to FROM turns t WHERE {scope} AND {live}{first} \
+         AND NOT EXISTS (SELECT 1 FROM revisions r WHERE r.turn_id = t.id) \
+         UNION ALL \
+         SELECT t.id, t.seq, {metadata}, COALESCE(f.event_time, f.ingest_time), t.ingest_time, \
+         t.valid_to FROM revisions r CROSS JOIN turns t CROSS JOIN turns f \
+         WHERE t.id = r.turn_id AND f.id = r.memory_id AND {scope} AND {live}{later} ORDER BY 2",
+        first = said("t"),
+        later = said("f"),
+    )
+}
 
 /// What a filter reads of a turn, without its text: its place, the metadata its client attached,
 /// its memory's times as Mem0 names them, and the end of its validity.
@@ -272,6 +306,17 @@ pub struct TurnFacts {
     /// When this version was stored.
     pub updated_at: DateTime<Utc>,
     pub valid_to: Option<DateTime<Utc>>,
+}
+
+impl TurnFacts {
+    /// The memory as a filter's condition sees it.
+    pub fn subject(&self) -> aril_core::Subject<'_> {
+        aril_core::Subject {
+            metadata: self.metadata.as_ref(),
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+        }
+    }
 }
 
 /// Counts over the whole store.
@@ -603,9 +648,14 @@ pub trait Store: Send + Sync {
     /// A user's turns that a newer version of their memory replaces.
     fn superseded(&self, user_id: &str) -> Result<HashSet<TurnId>, StoreError>;
     /// The facts of every current turn a filter admits (none a newer version replaces, none
-    /// expired), in store order: one pass that reads no text, what a filter on metadata or
-    /// times is tested against.
-    fn current_turn_facts(&self, filter: &ScopeFilter) -> Result<Vec<TurnFacts>, StoreError>;
+    /// expired) whose memory was created inside `created`, in store order: what a filter on
+    /// metadata or times is tested against, read without any text. A bounded span reads the
+    /// turns said inside it through an index, not the whole memory.
+    fn current_turn_facts(
+        &self,
+        filter: &ScopeFilter,
+        created: TimeSpan,
+    ) -> Result<Vec<TurnFacts>, StoreError>;
     /// Turns no newer version replaces whose memory expired at or before `now`, soonest expired
     /// first, at most `limit`: what the expiry sweep deletes.
     fn expired_turns(&self, now: DateTime<Utc>, limit: u64) -> Result<Vec<TurnId>, StoreError>;

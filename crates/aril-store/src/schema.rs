@@ -98,10 +98,15 @@ const MIGRATIONS: &[Migration] = &[
             ("cards", "valid_to", "TEXT"),
         ],
     },
+    Migration {
+        version: 10,
+        sql: include_str!("../migrations/sqlite/V10__turns_said.sql"),
+        columns: &[],
+    },
 ];
 
 /// The schema this build reads and writes. A store with a higher version is refused.
-pub const SCHEMA_VERSION: i64 = 9;
+pub const SCHEMA_VERSION: i64 = 10;
 
 /// The version a file is at: 0 for a file that holds no store yet.
 pub(crate) fn version_of(conn: &Connection) -> rusqlite::Result<i64> {

@@ -7,7 +7,7 @@ use std::sync::{Mutex, PoisonError};
 
 use aril_core::{
     Card, CardId, CloseReason, Lifecycle, Metadata, NewTurn, Role, Scope, ScopeFilter, Segment,
-    SegmentId, Turn, TurnId, render_line,
+    SegmentId, TimeSpan, Turn, TurnId, render_line,
 };
 use aril_segment::OpenSegment;
 use chrono::{DateTime, Utc};
@@ -875,21 +875,35 @@ impl Store for SqliteStore {
     fn current_turn_facts(
         &self,
         filter: &ScopeFilter,
+        created: TimeSpan,
     ) -> Result<Vec<crate::TurnFacts>, StoreError> {
         let conn = self.conn()?;
-        let (mut clause, args) = filter_clause_on("t.", filter);
-        clause.push_str(" AND t.id NOT IN (SELECT turn_id FROM superseded)");
+        let (scope, scope_args) = filter_clause_on("t.", filter);
         // The time is ours, not the caller's: written into the SQL as text.
-        clause.push_str(&format!(
-            " AND (t.expires_at IS NULL OR t.expires_at > '{}')",
+        let live = format!(
+            "t.id NOT IN (SELECT turn_id FROM superseded) \
+             AND (t.expires_at IS NULL OR t.expires_at > '{}')",
             instant_text(Utc::now())
-        ));
-        let mut stmt = conn.prepare(&format!(
-            "SELECT t.id, t.seq, t.metadata, {} WHERE {clause} ORDER BY t.seq",
-            crate::TURN_FACTS_TAIL
-        ))?;
+        );
+        // Stored times differ in their fraction's digits, so the bounds are whole seconds (the
+        // first second of the span, the second after it): text order is time order there, and
+        // the exact test follows.
+        let second = |t: DateTime<Utc>| t.format("%Y-%m-%dT%H:%M:%S").to_string();
+        let from = created.from.map(second);
+        let to = created.to.map(|t| second(t + chrono::Duration::seconds(1)));
+        let mut half = scope_args;
+        half.extend(from.iter().chain(&to).cloned());
+        let args: Vec<&String> = half.iter().chain(&half).collect();
+        let sql = crate::turn_facts_sql(
+            "t.metadata",
+            &scope,
+            &live,
+            from.as_ref().map(|_| "?"),
+            to.as_ref().map(|_| "?"),
+        );
+        let mut stmt = conn.prepare(&sql)?;
         let rows = stmt
-            .query_map(params_from_iter(&args), |r| {
+            .query_map(params_from_iter(args), |r| {
                 Ok((
                     r.get::<_, String>(0)?,
                     r.get::<_, i64>(1)?,
@@ -900,18 +914,22 @@ impl Store for SqliteStore {
                 ))
             })?
             .collect::<Result<Vec<_>, _>>()?;
-        rows.into_iter()
-            .map(|(id, seq, metadata, created, updated, valid_to)| {
-                Ok(crate::TurnFacts {
-                    id: TurnId(id),
-                    seq,
-                    metadata: crate::stored_metadata(metadata)?,
-                    created_at: parse_time(Some(created))?.unwrap_or_default(),
-                    updated_at: parse_time(Some(updated))?.unwrap_or_default(),
-                    valid_to: parse_time(valid_to)?,
-                })
-            })
-            .collect()
+        let mut facts = Vec::with_capacity(rows.len());
+        for (id, seq, metadata, created_at, updated, valid_to) in rows {
+            let created_at = parse_time(Some(created_at))?.unwrap_or_default();
+            if !created.holds(created_at) {
+                continue;
+            }
+            facts.push(crate::TurnFacts {
+                id: TurnId(id),
+                seq,
+                metadata: crate::stored_metadata(metadata)?,
+                created_at,
+                updated_at: parse_time(Some(updated))?.unwrap_or_default(),
+                valid_to: parse_time(valid_to)?,
+            });
+        }
+        Ok(facts)
     }
 
     fn expired_turns(&self, now: DateTime<Utc>, limit: u64) -> Result<Vec<TurnId>, StoreError> {

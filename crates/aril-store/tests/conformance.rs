@@ -5,8 +5,8 @@
 //! structured indexes, accounting; then each backend's own schema guard.
 
 use aril_core::{
-    CloseReason, Metadata, NewTurn, Role, Scope, ScopeFilter, Segment, SegmentId, Turn, TurnId,
-    UnitKind,
+    CloseReason, Metadata, NewTurn, Role, Scope, ScopeFilter, Segment, SegmentId, TimeSpan, Turn,
+    TurnId, UnitKind,
 };
 use aril_segment::OpenSegment;
 use aril_store::scratch::ScratchDatabase;
@@ -14,7 +14,7 @@ use aril_store::{
     Embedding, PgSearch, PgStore, RevisionRecord, SegmentRecord, SqliteStore, Store, StoreError,
     StoredChunk, TurnDeletion, TurnRecord, WriteBatch,
 };
-use chrono::{SubsecRound, Utc};
+use chrono::{DateTime, SubsecRound, Utc};
 
 /// Where a test's store lives; it can be opened again (to test persistence) while this exists.
 enum Place {
@@ -62,6 +62,7 @@ impl Place {
 
 aril_store::conformance!(
     current_turn_facts_give_each_memorys_times_without_its_text,
+    current_turn_facts_of_a_span_are_the_memories_first_said_inside_it,
     a_batch_is_stored_whole_and_recommitting_adds_nothing,
     a_failing_batch_leaves_nothing_behind,
     delete_takes_one_scope_and_its_unshared_vectors,
@@ -1505,7 +1506,9 @@ fn current_turn_facts_give_each_memorys_times_without_its_text(place: &Place) {
             ..Default::default()
         })
         .unwrap();
-    let facts = store.current_turn_facts(&ScopeFilter::user("u")).unwrap();
+    let facts = store
+        .current_turn_facts(&ScopeFilter::user("u"), TimeSpan::ALL)
+        .unwrap();
     let ids: Vec<&TurnId> = facts.iter().map(|f| &f.id).collect();
     assert_eq!(
         ids,
@@ -1527,4 +1530,76 @@ fn current_turn_facts_give_each_memorys_times_without_its_text(place: &Place) {
     assert_eq!(revised.valid_to, v2.turn.turn.lifecycle.valid_to);
     assert_eq!(facts[0].metadata, Some(turn_metadata("u")));
     assert_eq!(facts[1].metadata, None);
+}
+
+/// `current_turn_facts` with a span of creation times: the current turns whose memory was first
+/// said inside it, both ends included to the fraction of a second, whatever their own version
+/// says; a bound on one end leaves the other open.
+fn current_turn_facts_of_a_span_are_the_memories_first_said_inside_it(place: &Place) {
+    let mut store = place.open();
+    let day = |d: i64| {
+        chrono::TimeZone::with_ymd_and_hms(&Utc, 2024, 3, 1, 10, 0, 0).unwrap()
+            + chrono::Duration::days(d)
+    };
+    let said = |n: usize| match n {
+        5 => Some(day(5) + chrono::Duration::milliseconds(500)),
+        7 => None,
+        n => Some(day(n as i64)),
+    };
+    let mut ids = Vec::new();
+    for user in ["u", "v"] {
+        let turns: Vec<TurnRecord> = (1..=7)
+            .map(|n| {
+                let mut t = turn(user, n);
+                t.turn.turn.event_time = said(n);
+                t
+            })
+            .collect();
+        store
+            .commit(WriteBatch {
+                embeddings: turns.iter().map(|t| embedding(&t.text_hash)).collect(),
+                turns: turns.clone(),
+                ..Default::default()
+            })
+            .unwrap();
+        if user == "u" {
+            ids = turns.iter().map(|t| t.turn.id.clone()).collect();
+            // The memory said on day 2 takes a version said on day 20, and the one of day 6 a
+            // version said on day 3: each keeps its first time.
+            let mut v2 = turn("u", 20);
+            v2.turn.turn.event_time = Some(day(20));
+            revise(&mut *store, &turns[1], v2.clone(), 2);
+            ids[1] = v2.turn.id;
+            let mut v6 = turn("u", 60);
+            v6.turn.turn.event_time = Some(day(3));
+            revise(&mut *store, &turns[5], v6.clone(), 2);
+            ids[5] = v6.turn.id;
+        }
+    }
+    let facts = |from: Option<DateTime<Utc>>, to: Option<DateTime<Utc>>| -> Vec<TurnId> {
+        let mut found: Vec<TurnId> = store
+            .current_turn_facts(&ScopeFilter::user("u"), TimeSpan { from, to })
+            .unwrap()
+            .into_iter()
+            .map(|f| f.id)
+            .collect();
+        found.sort_by_key(|id| ids.iter().position(|i| i == id));
+        found
+    };
+    let of = |ns: &[usize]| -> Vec<TurnId> { ns.iter().map(|n| ids[n - 1].clone()).collect() };
+    let end = day(5) + chrono::Duration::milliseconds(500);
+    assert_eq!(facts(Some(day(2)), Some(end)), of(&[2, 3, 4, 5]));
+    assert_eq!(
+        facts(Some(day(2)), Some(end - chrono::Duration::milliseconds(1))),
+        of(&[2, 3, 4])
+    );
+    assert_eq!(
+        facts(Some(day(2) + chrono::Duration::microseconds(1)), Some(end)),
+        of(&[3, 4, 5])
+    );
+    // The turn said at no time counts from when it was stored (now).
+    assert_eq!(facts(Some(day(6)), None), of(&[6, 7]));
+    assert_eq!(facts(None, Some(day(1))), of(&[1]));
+    assert_eq!(facts(Some(day(4)), Some(day(3))), of(&[]));
+    assert_eq!(facts(None, None), of(&[1, 2, 3, 4, 5, 6, 7]));
 }

@@ -16,7 +16,7 @@ const HISTORY: &str = "aril_schema_history";
 const LOCK_KEY: i64 = 0x6172_696c;
 
 /// The newest schema version this build has.
-pub const PG_SCHEMA_VERSION: i64 = 6;
+pub const PG_SCHEMA_VERSION: i64 = 7;
 
 fn runner() -> refinery::Runner {
     let mut runner = embedded::migrations::runner();

@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use aril_core::{
     Card, CardId, CloseReason, Lifecycle, Metadata, NewTurn, Role, Scope, ScopeFilter, Segment,
-    SegmentId, Turn, TurnId, render_line,
+    SegmentId, TimeSpan, Turn, TurnId, render_line,
 };
 use aril_segment::OpenSegment;
 use chrono::{DateTime, Utc};
@@ -933,30 +933,55 @@ impl Store for PgStore {
     fn current_turn_facts(
         &self,
         filter: &ScopeFilter,
+        created: TimeSpan,
     ) -> Result<Vec<crate::TurnFacts>, StoreError> {
-        let (mut clause, args) = filter_clause("t.", filter, 1);
-        clause.push_str(" AND t.id NOT IN (SELECT turn_id FROM superseded)");
-        clause.push_str(" AND (t.expires_at IS NULL OR t.expires_at > now())");
-        let rows = self.conn()?.query(
-            &format!(
-                "SELECT t.id, t.seq, t.metadata::text, {} WHERE {clause} ORDER BY t.seq",
-                crate::TURN_FACTS_TAIL
-            ),
-            &params(&args),
-        )?;
-        rows.iter()
-            .map(|r| {
-                let metadata: Option<String> = r.try_get(2)?;
-                Ok(crate::TurnFacts {
-                    id: TurnId(r.try_get(0)?),
-                    seq: r.try_get(1)?,
-                    metadata: crate::stored_metadata(metadata)?,
-                    created_at: r.try_get(3)?,
-                    updated_at: r.try_get(4)?,
-                    valid_to: r.try_get(5)?,
-                })
+        let (scope, args) = filter_clause("t.", filter, 1);
+        let live = "t.id NOT IN (SELECT turn_id FROM superseded) \
+                    AND (t.expires_at IS NULL OR t.expires_at > now())";
+        // The span's end is included: `< to` leaves out `to` itself, so the bound is a
+        // microsecond later (PostgreSQL keeps no finer).
+        let to = created.to.map(|t| t + chrono::Duration::microseconds(1));
+        let mut next = args.len();
+        let mut mark = |present: bool| {
+            present.then(|| {
+                next += 1;
+                format!("${next}")
             })
-            .collect()
+        };
+        let from_mark = mark(created.from.is_some());
+        let to_mark = mark(to.is_some());
+        let mut values = params(&args);
+        values.extend(
+            created
+                .from
+                .iter()
+                .chain(&to)
+                .map(|t| t as &(dyn ToSql + Sync)),
+        );
+        let sql = crate::turn_facts_sql(
+            "t.metadata::text",
+            &scope,
+            live,
+            from_mark.as_deref(),
+            to_mark.as_deref(),
+        );
+        let rows = self.conn()?.query(&sql, &values)?;
+        let mut facts = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let created_at: DateTime<Utc> = r.try_get(3)?;
+            if !created.holds(created_at) {
+                continue;
+            }
+            facts.push(crate::TurnFacts {
+                id: TurnId(r.try_get(0)?),
+                seq: r.try_get(1)?,
+                metadata: crate::stored_metadata(r.try_get(2)?)?,
+                created_at,
+                updated_at: r.try_get(4)?,
+                valid_to: r.try_get(5)?,
+            });
+        }
+        Ok(facts)
     }
 
     fn superseded(&self, user_id: &str) -> Result<HashSet<TurnId>, StoreError> {
