@@ -373,12 +373,21 @@ pub(crate) fn instant_text(t: DateTime<Utc>) -> String {
 }
 
 pub(crate) fn parse_time(s: Option<String>) -> Result<Option<DateTime<Utc>>, StoreError> {
-    s.map(|s| {
-        DateTime::parse_from_rfc3339(&s)
-            .map(|t| t.with_timezone(&Utc))
-            .map_err(|e| StoreError::Corrupt(format!("bad stored time {s:?}: {e}")))
-    })
-    .transpose()
+    s.as_deref().map(parse_time_text).transpose()
+}
+
+/// A stored time, read in place.
+fn parse_time_text(s: &str) -> Result<DateTime<Utc>, StoreError> {
+    DateTime::parse_from_rfc3339(s)
+        .map(|t| t.with_timezone(&Utc))
+        .map_err(|e| StoreError::Corrupt(format!("bad stored time {s:?}: {e}")))
+}
+
+/// Column `i` of a row as text read in place (`None` when NULL).
+fn text_at<'r>(row: &'r Row<'_>, i: usize) -> Result<Option<&'r str>, StoreError> {
+    row.get_ref(i)?
+        .as_str_or_null()
+        .map_err(|e| StoreError::Corrupt(format!("column {i} is not text: {e}")))
 }
 
 /// `(clause, args)` selecting the rows a filter admits, for tables with scope columns.
@@ -902,31 +911,27 @@ impl Store for SqliteStore {
             to.as_ref().map(|_| "?"),
         );
         let mut stmt = conn.prepare(&sql)?;
-        let rows = stmt
-            .query_map(params_from_iter(args), |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, i64>(1)?,
-                    r.get::<_, Option<String>>(2)?,
-                    r.get::<_, String>(3)?,
-                    r.get::<_, String>(4)?,
-                    r.get::<_, Option<String>>(5)?,
-                ))
-            })?
-            .collect::<Result<Vec<_>, _>>()?;
-        let mut facts = Vec::with_capacity(rows.len());
-        for (id, seq, metadata, created_at, updated, valid_to) in rows {
-            let created_at = parse_time(Some(created_at))?.unwrap_or_default();
+        let mut rows = stmt.query(params_from_iter(args))?;
+        let mut facts = Vec::new();
+        // Read in place: a memory's row costs its id and nothing else it does not keep.
+        while let Some(r) = rows.next()? {
+            let time = |i| -> Result<Option<DateTime<Utc>>, StoreError> {
+                text_at(r, i)?.map(parse_time_text).transpose()
+            };
+            let created_at = time(3)?.unwrap_or_default();
             if !created.holds(created_at) {
                 continue;
             }
             facts.push(crate::TurnFacts {
-                id: TurnId(id),
-                seq,
-                metadata: crate::stored_metadata(metadata)?,
+                id: TurnId(r.get(0)?),
+                seq: r.get(1)?,
+                metadata: text_at(r, 2)?
+                    .map(aril_core::Metadata::from_json)
+                    .transpose()
+                    .map_err(|e| StoreError::Corrupt(e.to_string()))?,
                 created_at,
-                updated_at: parse_time(Some(updated))?.unwrap_or_default(),
-                valid_to: parse_time(valid_to)?,
+                updated_at: time(4)?.unwrap_or_default(),
+                valid_to: time(5)?,
             });
         }
         Ok(facts)
