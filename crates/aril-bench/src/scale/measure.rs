@@ -94,13 +94,17 @@ pub struct Measured {
     pub filtered: Vec<Filtered>,
 }
 
-/// Searches filtered to the days before each question was asked (Mem0's filter language on
-/// `created_at`): what a filter costs, and whether the search still returns `k` memories when
-/// the window holds that many.
+/// Searches filtered with Mem0's filter language: to the days before each question was asked
+/// (`created_at`), or on a metadata key (which every memory of the scope must be tested
+/// against: no index holds metadata). What a filter costs, and whether the search still returns
+/// `k` memories when the filter admits that many.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Filtered {
-    /// The window: memories said in the `days` before the question.
+    /// A time window: memories said in the `days` before the question (0 for a metadata filter).
     pub days: i64,
+    /// A metadata filter, as sent (empty for a time window).
+    #[serde(default)]
+    pub metadata: String,
     pub searches: usize,
     pub p50_ms: f64,
     pub p99_ms: f64,
@@ -109,6 +113,52 @@ pub struct Filtered {
     /// Share of searches that returned `min(k, admitted)` memories.
     pub full: f64,
 }
+
+impl Filtered {
+    /// The filter in words.
+    pub fn describe(&self) -> String {
+        if self.metadata.is_empty() {
+            format!("filtered to the {} day(s) before each question", self.days)
+        } else {
+            format!("filtered by metadata {}", self.metadata)
+        }
+    }
+}
+
+/// The filters `aril bench scale` measures: the day and the week before the question, and two
+/// metadata filters on a key the corpus does not have, one admitting no memory and one every
+/// memory (an absent key meets `ne`).
+#[derive(Debug, Clone, Copy)]
+enum FilterKind {
+    Days(i64),
+    /// `category` equal to `work` (admits none), or with `every`, not equal (admits all).
+    Metadata {
+        every: bool,
+    },
+}
+
+impl FilterKind {
+    /// The filter for a question asked at `at`.
+    fn filter(self, at: DateTime<Utc>) -> serde_json::Value {
+        match self {
+            FilterKind::Days(days) => serde_json::json!({"created_at": {
+                "gte": (at - chrono::Duration::days(days)).to_rfc3339(),
+                "lt": at.to_rfc3339(),
+            }}),
+            FilterKind::Metadata { every: false } => serde_json::json!({"category": "work"}),
+            FilterKind::Metadata { every: true } => {
+                serde_json::json!({"category": {"ne": "work"}})
+            }
+        }
+    }
+}
+
+const FILTER_KINDS: [FilterKind; 4] = [
+    FilterKind::Days(1),
+    FilterKind::Days(7),
+    FilterKind::Metadata { every: false },
+    FilterKind::Metadata { every: true },
+];
 
 /// How many questions the filtered searches take.
 const FILTERED_SEARCHES: usize = 100;
@@ -237,9 +287,9 @@ pub fn measure(
         }
     }
     let rss_mib = rss_mib();
-    let filtered = [1, 7]
+    let filtered = FILTER_KINDS
         .into_iter()
-        .map(|days| filtered(&engine, &filter, cases, days))
+        .map(|kind| filtered(&engine, &filter, cases, kind))
         .collect::<Result<Vec<_>, _>>()?
         .into_iter()
         .flatten()
@@ -284,22 +334,19 @@ pub fn measure(
     })
 }
 
-/// [`Filtered`] over the first questions that say when they were asked, the window `days`
-/// long (no such question: `None`).
+/// [`Filtered`] over the first questions that say when they were asked, with the filter `kind`
+/// (no such question: `None`).
 fn filtered(
     engine: &Engine,
     filter: &ScopeFilter,
     cases: &[Case],
-    days: i64,
+    kind: FilterKind,
 ) -> Result<Option<Filtered>, BenchError> {
     let mut latencies = Vec::new();
     let (mut admitted_sum, mut full) = (0u64, 0usize);
     for case in cases.iter().take(FILTERED_SEARCHES) {
         let Some(at) = asked_at(case) else { continue };
-        let window = serde_json::json!({"created_at": {
-            "gte": (at - chrono::Duration::days(days)).to_rfc3339(),
-            "lt": at.to_rfc3339(),
-        }});
+        let window = kind.filter(at);
         let condition =
             aril_core::Condition::from_mem0(&window).map_err(aril_engine::EngineError::from)?;
         let (_, admitted) = engine.record_page(filter, Some(&condition), 0, 0)?;
@@ -325,7 +372,14 @@ fn filtered(
     let n = latencies.len();
     latencies.sort_by(f64::total_cmp);
     Ok(Some(Filtered {
-        days,
+        days: match kind {
+            FilterKind::Days(days) => days,
+            FilterKind::Metadata { .. } => 0,
+        },
+        metadata: match kind {
+            FilterKind::Days(_) => String::new(),
+            FilterKind::Metadata { .. } => kind.filter(Utc::now()).to_string(),
+        },
         searches: n,
         p50_ms: percentile(&latencies, 0.5),
         p99_ms: percentile(&latencies, 0.99),

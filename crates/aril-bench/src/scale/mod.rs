@@ -201,10 +201,10 @@ impl ScaleReport {
             for f in &s.measured.filtered {
                 let _ = writeln!(
                     out,
-                    "\nfiltered to the {} day(s) before each question at {} turns: {} searches, \
+                    "\n{} at {} turns: {} searches, \
                      p50 {:.1} ms, p99 {:.1} ms, {:.1} memories admitted on average, {:.1}% \
                      returned min(k, admitted)",
-                    f.days,
+                    f.describe(),
                     s.size,
                     f.searches,
                     f.p50_ms,
