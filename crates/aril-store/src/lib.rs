@@ -245,9 +245,9 @@ pub struct UnitVectors {
 /// A turn's metadata as stored (JSON text), read back; text that is not a metadata object is a
 /// corrupt store.
 pub(crate) fn stored_metadata(
-    text: Option<String>,
+    text: Option<&str>,
 ) -> Result<Option<aril_core::Metadata>, StoreError> {
-    text.map(|m| aril_core::Metadata::from_json(&m))
+    text.map(aril_core::Metadata::from_json)
         .transpose()
         .map_err(|e| StoreError::Corrupt(e.to_string()))
 }
@@ -256,8 +256,8 @@ pub(crate) fn stored_metadata(
 /// no later version of a memory (found through the `turns_said` index when a bound is given),
 /// then the later versions, whose memory was created when its first version (`f`) was said.
 /// `metadata` is the metadata column as the store reads it; `scope` and `live` are conditions on
-/// `t`; `from` / `to` are the placeholders of the bounds on when the memory was said, each
-/// appearing once in each half (the arguments are given twice). The later versions are few: they
+/// `t`; `from` / `to` are the placeholders of the bounds on when the memory was said, used in
+/// both halves (SQLite's `?` takes its arguments twice). The later versions are few: they
 /// lead their join (`CROSS JOIN` fixes SQLite's order), so no half walks the whole memory.
 pub(crate) fn turn_facts_sql(
     metadata: &str,

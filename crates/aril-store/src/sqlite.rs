@@ -521,7 +521,7 @@ impl Store for SqliteStore {
                                 text,
                                 event_time: parse_time(event)?,
                                 source_id: source,
-                                metadata: crate::stored_metadata(metadata)?,
+                                metadata: crate::stored_metadata(metadata.as_deref())?,
                                 lifecycle: Lifecycle {
                                     expires_at: parse_time(expires_at)?,
                                     immutable,
@@ -925,10 +925,7 @@ impl Store for SqliteStore {
             facts.push(crate::TurnFacts {
                 id: TurnId(r.get(0)?),
                 seq: r.get(1)?,
-                metadata: text_at(r, 2)?
-                    .map(aril_core::Metadata::from_json)
-                    .transpose()
-                    .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                metadata: crate::stored_metadata(text_at(r, 2)?)?,
                 created_at,
                 updated_at: time(4)?.unwrap_or_default(),
                 valid_to: time(5)?,

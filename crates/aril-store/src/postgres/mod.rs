@@ -307,7 +307,7 @@ fn turn_from_row(r: &Row) -> Result<Turn, StoreError> {
             text: r.try_get(9)?,
             event_time: r.try_get(10)?,
             source_id: r.try_get(12)?,
-            metadata: crate::stored_metadata(metadata)?,
+            metadata: crate::stored_metadata(metadata.as_deref())?,
             lifecycle: Lifecycle {
                 expires_at: r.try_get(14)?,
                 immutable: r.try_get(15)?,
@@ -975,7 +975,7 @@ impl Store for PgStore {
             facts.push(crate::TurnFacts {
                 id: TurnId(r.try_get(0)?),
                 seq: r.try_get(1)?,
-                metadata: crate::stored_metadata(r.try_get(2)?)?,
+                metadata: crate::stored_metadata(r.try_get::<_, Option<&str>>(2)?)?,
                 created_at,
                 updated_at: r.try_get(4)?,
                 valid_to: r.try_get(5)?,
