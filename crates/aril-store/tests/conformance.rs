@@ -63,6 +63,7 @@ impl Place {
 aril_store::conformance!(
     current_turn_facts_give_each_memorys_times_without_its_text,
     current_turn_facts_of_a_span_are_the_memories_first_said_inside_it,
+    metadata_as_large_as_allowed_is_stored_indexed_and_read_back,
     a_batch_is_stored_whole_and_recommitting_adds_nothing,
     a_failing_batch_leaves_nothing_behind,
     delete_takes_one_scope_and_its_unshared_vectors,
@@ -1602,4 +1603,28 @@ fn current_turn_facts_of_a_span_are_the_memories_first_said_inside_it(place: &Pl
     assert_eq!(facts(None, Some(day(1))), of(&[1]));
     assert_eq!(facts(Some(day(4)), Some(day(3))), of(&[]));
     assert_eq!(facts(None, None), of(&[1, 2, 3, 4, 5, 6, 7]));
+}
+
+/// Metadata of the largest size allowed goes through every index that holds it (SQLite's
+/// `turns_facts` covers it) and reads back whole, through the facts and the turn.
+fn metadata_as_large_as_allowed_is_stored_indexed_and_read_back(place: &Place) {
+    let mut store = place.open();
+    let room = aril_core::METADATA_MAX_BYTES - 32;
+    let large = Metadata::try_from(serde_json::json!({"blob": "é".repeat(room / 2)})).unwrap();
+    let mut big = turn("u", 7);
+    big.turn.turn.metadata = Some(large.clone());
+    store
+        .commit(WriteBatch {
+            embeddings: vec![embedding(&big.text_hash)],
+            turns: vec![big.clone()],
+            ..Default::default()
+        })
+        .unwrap();
+    let facts = store
+        .current_turn_facts(&ScopeFilter::user("u"), TimeSpan::ALL)
+        .unwrap();
+    assert_eq!(facts.len(), 1);
+    assert_eq!(facts[0].metadata.as_ref(), Some(&large));
+    let read = store.turns(std::slice::from_ref(&big.turn.id)).unwrap();
+    assert_eq!(read[0].turn.metadata.as_ref(), Some(&large));
 }
