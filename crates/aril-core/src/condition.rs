@@ -112,6 +112,60 @@ impl TimeSpan {
     }
 }
 
+/// What a store can find a condition's memories by before the condition itself is tested: the
+/// span their creation times are in, and metadata objects one of which each admitted memory's
+/// metadata contains (JSON containment, [`contains_json`]; `None`: the condition names none).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Narrowing {
+    pub created: TimeSpan,
+    pub metadata_any_of: Option<Vec<Value>>,
+}
+
+impl Narrowing {
+    /// Every memory.
+    pub const ALL: Narrowing = Narrowing {
+        created: TimeSpan::ALL,
+        metadata_any_of: None,
+    };
+
+    /// Whether a memory created at `created_at` with `metadata` is inside.
+    pub fn holds(&self, created_at: DateTime<Utc>, metadata: Option<&Metadata>) -> bool {
+        self.created.holds(created_at)
+            && self.metadata_any_of.as_ref().is_none_or(|shapes| {
+                metadata.is_some_and(|m| {
+                    shapes.iter().any(|shape| {
+                        shape
+                            .as_object()
+                            .is_some_and(|shape| object_contains(m.as_map(), shape))
+                    })
+                })
+            })
+    }
+}
+
+/// JSON containment as PostgreSQL's `jsonb @>` tests it: an object holds each key of `part`
+/// with a value containing the part's; an array holds, for each element of `part`, an element
+/// containing it; other values are equal (numbers by value).
+pub fn contains_json(whole: &Value, part: &Value) -> bool {
+    match (whole, part) {
+        (Value::Object(w), Value::Object(p)) => object_contains(w, p),
+        (Value::Array(w), Value::Array(p)) => {
+            p.iter().all(|pv| w.iter().any(|wv| contains_json(wv, pv)))
+        }
+        (Value::Number(a), Value::Number(b)) => a.as_f64() == b.as_f64(),
+        (w, p) => w == p,
+    }
+}
+
+/// [`contains_json`] of two objects.
+fn object_contains(
+    whole: &serde_json::Map<String, Value>,
+    part: &serde_json::Map<String, Value>,
+) -> bool {
+    part.iter()
+        .all(|(k, pv)| whole.get(k).is_some_and(|wv| contains_json(wv, pv)))
+}
+
 const SCOPE_KEYS: [&str; 3] = ["user_id", "agent_id", "run_id"];
 
 fn invalid(message: impl Into<String>) -> InvalidInput {
@@ -311,6 +365,47 @@ impl Condition {
         }
     }
 
+    /// What a store can find the memories the condition admits by ([`Narrowing`]).
+    pub fn narrowing(&self) -> Narrowing {
+        Narrowing {
+            created: self.created_span(),
+            metadata_any_of: self.metadata_any_of(),
+        }
+    }
+
+    /// Metadata objects one of which every memory the condition admits contains: from equality
+    /// (`eq`, `in`, a literal) on a metadata key, through `AND` (its narrowest part) and `OR`
+    /// (when each part has some). An operand compared by number is left out (a float's decimal
+    /// text and its value differ), as is everything else.
+    fn metadata_any_of(&self) -> Option<Vec<Value>> {
+        match self {
+            Condition::All(parts) => parts
+                .iter()
+                .filter_map(Condition::metadata_any_of)
+                .min_by_key(Vec::len),
+            Condition::Any(parts) => parts
+                .iter()
+                .map(Condition::metadata_any_of)
+                .collect::<Option<Vec<_>>>()
+                .map(|all| all.into_iter().flatten().collect()),
+            Condition::Test {
+                field: Field::Metadata(key),
+                op: Op::Eq,
+                operand,
+            } => shapes(key, operand),
+            Condition::Test {
+                field: Field::Metadata(key),
+                op: Op::In,
+                operand,
+            } => list(operand)
+                .iter()
+                .map(|v| shapes(key, v))
+                .collect::<Option<Vec<_>>>()
+                .map(|all| all.into_iter().flatten().collect()),
+            _ => None,
+        }
+    }
+
     /// Whether `subject` meets the condition.
     pub fn admits(&self, subject: &Subject<'_>) -> bool {
         match self {
@@ -336,6 +431,32 @@ impl Condition {
             }
         }
     }
+}
+
+/// The metadata objects holding `value` under `key` as [`lookup`] finds it (the key itself, and
+/// for a dotted key the nested path too); `None` for a value that equality compares by number
+/// other than a small integer (its stored text may differ from its value).
+fn shapes(key: &str, value: &Value) -> Option<Vec<Value>> {
+    fn exact(v: &Value) -> bool {
+        match v {
+            Value::Number(n) => n.as_i64().is_some_and(|i| i.unsigned_abs() < 1 << 53),
+            Value::Array(items) => items.iter().all(exact),
+            Value::Object(map) => map.values().all(exact),
+            _ => true,
+        }
+    }
+    if !exact(value) {
+        return None;
+    }
+    let mut shapes = vec![serde_json::json!({ key: value })];
+    if key.contains('.') {
+        let nested = key.rsplit('.').fold(
+            value.clone(),
+            |inner, part| serde_json::json!({ part: inner }),
+        );
+        shapes.push(nested);
+    }
+    Some(shapes)
 }
 
 /// The value under a metadata key: the key itself, else a dotted path into nested objects
@@ -693,7 +814,69 @@ mod tests {
                 expected,
                 "{filter}"
             );
+            // What a store narrows by never leaves out a memory the condition admits.
+            let (metadata, at) = memory(food.clone(), at);
+            let narrowing = Condition::from_mem0(&filter).unwrap().narrowing();
+            assert!(
+                !expected || narrowing.holds(at, Some(&metadata)),
+                "{filter} narrows {narrowing:?} past what it admits"
+            );
         }
+    }
+
+    /// Equality on metadata narrows to the objects holding the value (the dotted key's nested
+    /// path too), through AND and OR; what compares by order, by number or by negation does not.
+    #[test]
+    fn metadata_equality_narrows_to_the_objects_that_hold_it() {
+        let any_of = |filter: Value| {
+            Condition::from_mem0(&filter)
+                .unwrap()
+                .narrowing()
+                .metadata_any_of
+        };
+        assert_eq!(
+            any_of(json!({"category": "food"})),
+            Some(vec![json!({"category": "food"})])
+        );
+        assert_eq!(
+            any_of(json!({"category": {"in": ["food", 3]}})),
+            Some(vec![json!({"category": "food"}), json!({"category": 3})])
+        );
+        assert_eq!(
+            any_of(json!({"place.city": "Porto"})),
+            Some(vec![
+                json!({"place.city": "Porto"}),
+                json!({"place": {"city": "Porto"}})
+            ])
+        );
+        assert_eq!(
+            any_of(
+                json!({"AND": [{"kind": {"in": ["a", "b"]}}, {"lang": "pt"}, {"n": {"gt": 1}}]})
+            ),
+            Some(vec![json!({"lang": "pt"})])
+        );
+        assert_eq!(
+            any_of(json!({"OR": [{"kind": "a"}, {"lang": "pt"}]})),
+            Some(vec![json!({"kind": "a"}), json!({"lang": "pt"})])
+        );
+        for open in [
+            json!({"OR": [{"kind": "a"}, {"n": {"gt": 1}}]}),
+            json!({"score": 1.5}),
+            json!({"kind": {"ne": "a"}}),
+            json!({"NOT": {"kind": "a"}}),
+            json!({"kind": "*"}),
+            json!({"note": {"contains": "Thai"}}),
+        ] {
+            assert_eq!(any_of(open.clone()), None, "{open}");
+        }
+        assert!(contains_json(
+            &json!({"tags": ["a", "b"], "n": 1.0, "o": {"x": 1, "y": 2}}),
+            &json!({"tags": ["b"], "n": 1, "o": {"x": 1}})
+        ));
+        assert!(!contains_json(
+            &json!({"tags": ["a"]}),
+            &json!({"tags": "a"})
+        ));
     }
 
     #[test]

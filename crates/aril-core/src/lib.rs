@@ -23,7 +23,7 @@ mod window;
 pub use bm25::BM25_QUERY_WORDS;
 pub use cache::cache_root;
 pub use card::{Card, CardId, CardKind, CardTime, parse_calendar_date};
-pub use condition::{Condition, Field, Lifted, Op, Subject, TimeSpan};
+pub use condition::{Condition, Field, Lifted, Narrowing, Op, Subject, TimeSpan, contains_json};
 pub use error::InvalidInput;
 pub use ids::{content_hash, short_hash};
 pub use metadata::{METADATA_MAX_BYTES, METADATA_RESERVED_KEY, Metadata};

@@ -237,7 +237,7 @@ impl Engine {
         // without their text and tested; only the page's turns are read whole.
         let met: Vec<TurnId> = self
             .store
-            .current_turn_facts(filter, condition.created_span())?
+            .current_turn_facts(filter, &condition.narrowing())?
             .into_iter()
             .filter(|f| condition.admits(&f.subject()))
             .map(|f| f.id)

@@ -232,7 +232,7 @@ impl Recall<'_> {
         let asked_at = asked_at.unwrap_or_else(Utc::now);
         let mut facts = self
             .store
-            .current_turn_facts(filter, condition.created_span())?;
+            .current_turn_facts(filter, &condition.narrowing())?;
         facts.retain(|f| {
             f.valid_to.is_none_or(|to| to > asked_at) && condition.admits(&f.subject())
         });

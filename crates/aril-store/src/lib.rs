@@ -21,7 +21,7 @@ pub mod transfer;
 use std::collections::{HashMap, HashSet};
 
 use aril_core::{
-    Card, Role, Scope, ScopeFilter, Segment, SegmentId, TimeSpan, Turn, TurnId, UnitId, UnitKind,
+    Card, Narrowing, Role, Scope, ScopeFilter, Segment, SegmentId, Turn, TurnId, UnitId, UnitKind,
 };
 use aril_segment::OpenSegment;
 use chrono::{DateTime, Utc};
@@ -648,13 +648,15 @@ pub trait Store: Send + Sync {
     /// A user's turns that a newer version of their memory replaces.
     fn superseded(&self, user_id: &str) -> Result<HashSet<TurnId>, StoreError>;
     /// The facts of every current turn a filter admits (none a newer version replaces, none
-    /// expired) whose memory was created inside `created`, in store order: what a filter on
-    /// metadata or times is tested against, read without any text. A bounded span reads the
-    /// turns said inside it through an index, not the whole memory.
+    /// expired) inside `narrowing` (its memory created inside the span; its metadata containing
+    /// one of the objects, when some are given), in store order: what a filter on metadata or
+    /// times is tested against, read without any text. A bounded span reads the turns said
+    /// inside it through an index, not the whole memory; PostgreSQL finds the metadata objects
+    /// through an index too.
     fn current_turn_facts(
         &self,
         filter: &ScopeFilter,
-        created: TimeSpan,
+        narrowing: &Narrowing,
     ) -> Result<Vec<TurnFacts>, StoreError>;
     /// Turns no newer version replaces whose memory expired at or before `now`, soonest expired
     /// first, at most `limit`: what the expiry sweep deletes.

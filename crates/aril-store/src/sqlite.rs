@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
 use aril_core::{
-    Card, CardId, CloseReason, Lifecycle, Metadata, NewTurn, Role, Scope, ScopeFilter, Segment,
-    SegmentId, TimeSpan, Turn, TurnId, render_line,
+    Card, CardId, CloseReason, Lifecycle, Metadata, Narrowing, NewTurn, Role, Scope, ScopeFilter,
+    Segment, SegmentId, Turn, TurnId, render_line,
 };
 use aril_segment::OpenSegment;
 use chrono::{DateTime, Utc};
@@ -884,8 +884,9 @@ impl Store for SqliteStore {
     fn current_turn_facts(
         &self,
         filter: &ScopeFilter,
-        created: TimeSpan,
+        narrowing: &Narrowing,
     ) -> Result<Vec<crate::TurnFacts>, StoreError> {
+        let created = narrowing.created;
         let conn = self.conn()?;
         let (scope, scope_args) = filter_clause_on("t.", filter);
         // The time is ours, not the caller's: written into the SQL as text.
@@ -918,14 +919,17 @@ impl Store for SqliteStore {
             let time = |i| -> Result<Option<DateTime<Utc>>, StoreError> {
                 text_at(r, i)?.map(parse_time_text).transpose()
             };
+            // The metadata objects are tested here (no index holds metadata): a memory outside
+            // the narrowing costs no id.
             let created_at = time(3)?.unwrap_or_default();
-            if !created.holds(created_at) {
+            let metadata = crate::stored_metadata(text_at(r, 2)?)?;
+            if !narrowing.holds(created_at, metadata.as_ref()) {
                 continue;
             }
             facts.push(crate::TurnFacts {
                 id: TurnId(r.get(0)?),
                 seq: r.get(1)?,
-                metadata: crate::stored_metadata(text_at(r, 2)?)?,
+                metadata,
                 created_at,
                 updated_at: time(4)?.unwrap_or_default(),
                 valid_to: time(5)?,

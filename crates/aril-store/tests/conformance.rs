@@ -5,8 +5,8 @@
 //! structured indexes, accounting; then each backend's own schema guard.
 
 use aril_core::{
-    CloseReason, Metadata, NewTurn, Role, Scope, ScopeFilter, Segment, SegmentId, TimeSpan, Turn,
-    TurnId, UnitKind,
+    CloseReason, Metadata, Narrowing, NewTurn, Role, Scope, ScopeFilter, Segment, SegmentId,
+    TimeSpan, Turn, TurnId, UnitKind,
 };
 use aril_segment::OpenSegment;
 use aril_store::scratch::ScratchDatabase;
@@ -64,6 +64,7 @@ aril_store::conformance!(
     current_turn_facts_give_each_memorys_times_without_its_text,
     current_turn_facts_of_a_span_are_the_memories_first_said_inside_it,
     metadata_as_large_as_allowed_is_stored_indexed_and_read_back,
+    current_turn_facts_narrowed_by_metadata_are_those_containing_an_object,
     a_batch_is_stored_whole_and_recommitting_adds_nothing,
     a_failing_batch_leaves_nothing_behind,
     delete_takes_one_scope_and_its_unshared_vectors,
@@ -143,6 +144,17 @@ fn segment(user: &str, turns: &[&TurnRecord]) -> SegmentRecord {
         },
         text_hash: format!("seg-{user}"),
     }
+}
+
+/// Commits turns (with their vectors) in one batch, closing no segment.
+fn commit_turns(store: &mut dyn Store, turns: &[TurnRecord]) {
+    store
+        .commit(WriteBatch {
+            embeddings: turns.iter().map(|t| embedding(&t.text_hash)).collect(),
+            turns: turns.to_vec(),
+            ..Default::default()
+        })
+        .unwrap();
 }
 
 fn fill(store: &mut dyn Store, user: &str) -> Vec<TurnRecord> {
@@ -1508,7 +1520,7 @@ fn current_turn_facts_give_each_memorys_times_without_its_text(place: &Place) {
         })
         .unwrap();
     let facts = store
-        .current_turn_facts(&ScopeFilter::user("u"), TimeSpan::ALL)
+        .current_turn_facts(&ScopeFilter::user("u"), &Narrowing::ALL)
         .unwrap();
     let ids: Vec<&TurnId> = facts.iter().map(|f| &f.id).collect();
     assert_eq!(
@@ -1556,13 +1568,7 @@ fn current_turn_facts_of_a_span_are_the_memories_first_said_inside_it(place: &Pl
                 t
             })
             .collect();
-        store
-            .commit(WriteBatch {
-                embeddings: turns.iter().map(|t| embedding(&t.text_hash)).collect(),
-                turns: turns.clone(),
-                ..Default::default()
-            })
-            .unwrap();
+        commit_turns(&mut *store, &turns);
         if user == "u" {
             ids = turns.iter().map(|t| t.turn.id.clone()).collect();
             // The memory said on day 2 takes a version said on day 20, and the one of day 6 a
@@ -1579,7 +1585,13 @@ fn current_turn_facts_of_a_span_are_the_memories_first_said_inside_it(place: &Pl
     }
     let facts = |from: Option<DateTime<Utc>>, to: Option<DateTime<Utc>>| -> Vec<TurnId> {
         let mut found: Vec<TurnId> = store
-            .current_turn_facts(&ScopeFilter::user("u"), TimeSpan { from, to })
+            .current_turn_facts(
+                &ScopeFilter::user("u"),
+                &Narrowing {
+                    created: TimeSpan { from, to },
+                    metadata_any_of: None,
+                },
+            )
             .unwrap()
             .into_iter()
             .map(|f| f.id)
@@ -1613,18 +1625,61 @@ fn metadata_as_large_as_allowed_is_stored_indexed_and_read_back(place: &Place) {
     let large = Metadata::try_from(serde_json::json!({"blob": "é".repeat(room / 2)})).unwrap();
     let mut big = turn("u", 7);
     big.turn.turn.metadata = Some(large.clone());
-    store
-        .commit(WriteBatch {
-            embeddings: vec![embedding(&big.text_hash)],
-            turns: vec![big.clone()],
-            ..Default::default()
-        })
-        .unwrap();
+    commit_turns(&mut *store, std::slice::from_ref(&big));
     let facts = store
-        .current_turn_facts(&ScopeFilter::user("u"), TimeSpan::ALL)
+        .current_turn_facts(&ScopeFilter::user("u"), &Narrowing::ALL)
         .unwrap();
     assert_eq!(facts.len(), 1);
     assert_eq!(facts[0].metadata.as_ref(), Some(&large));
     let read = store.turns(std::slice::from_ref(&big.turn.id)).unwrap();
     assert_eq!(read[0].turn.metadata.as_ref(), Some(&large));
+}
+
+/// `current_turn_facts` narrowed by metadata objects: the turns whose metadata contains one of
+/// them (JSON containment: a nested object's keys, a list's elements, numbers by value), and none
+/// when the list is empty.
+fn current_turn_facts_narrowed_by_metadata_are_those_containing_an_object(place: &Place) {
+    let mut store = place.open();
+    let tagged = [
+        serde_json::json!({"kind": "keep", "tags": ["a", "b"], "n": 1}),
+        serde_json::json!({"kind": "keep", "place": {"city": "Porto", "zip": "4000"}}),
+        serde_json::json!({"kind": "noise", "n": 1.0}),
+    ];
+    let mut turns: Vec<TurnRecord> = (0..4).map(|n| turn("u", 50 + n)).collect();
+    for (t, m) in turns.iter_mut().zip(&tagged) {
+        t.turn.turn.metadata = Some(Metadata::try_from(m.clone()).unwrap());
+    }
+    turns[3].turn.turn.metadata = None;
+    commit_turns(&mut *store, &turns);
+    let found = |any_of: Vec<serde_json::Value>| -> Vec<TurnId> {
+        store
+            .current_turn_facts(
+                &ScopeFilter::user("u"),
+                &Narrowing {
+                    created: TimeSpan::ALL,
+                    metadata_any_of: Some(any_of),
+                },
+            )
+            .unwrap()
+            .into_iter()
+            .map(|f| f.id)
+            .collect()
+    };
+    let ids =
+        |ns: &[usize]| -> Vec<TurnId> { ns.iter().map(|&n| turns[n].turn.id.clone()).collect() };
+    use serde_json::json;
+    assert_eq!(found(vec![json!({"kind": "keep"})]), ids(&[0, 1]));
+    assert_eq!(
+        found(vec![json!({"n": 1})]),
+        ids(&[0, 2]),
+        "numbers by value"
+    );
+    assert_eq!(found(vec![json!({"tags": ["b"]})]), ids(&[0]));
+    assert_eq!(found(vec![json!({"place": {"city": "Porto"}})]), ids(&[1]));
+    assert_eq!(
+        found(vec![json!({"kind": "noise"}), json!({"tags": ["a"]})]),
+        ids(&[0, 2])
+    );
+    assert_eq!(found(vec![json!({"kind": "other"})]), ids(&[]));
+    assert_eq!(found(vec![]), ids(&[]));
 }

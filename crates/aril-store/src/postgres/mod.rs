@@ -21,8 +21,8 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use aril_core::{
-    Card, CardId, CloseReason, Lifecycle, Metadata, NewTurn, Role, Scope, ScopeFilter, Segment,
-    SegmentId, TimeSpan, Turn, TurnId, render_line,
+    Card, CardId, CloseReason, Lifecycle, Metadata, Narrowing, NewTurn, Role, Scope, ScopeFilter,
+    Segment, SegmentId, Turn, TurnId, render_line,
 };
 use aril_segment::OpenSegment;
 use chrono::{DateTime, Utc};
@@ -933,23 +933,36 @@ impl Store for PgStore {
     fn current_turn_facts(
         &self,
         filter: &ScopeFilter,
-        created: TimeSpan,
+        narrowing: &Narrowing,
     ) -> Result<Vec<crate::TurnFacts>, StoreError> {
         let (scope, args) = filter_clause("t.", filter, 1);
-        let live = "t.id NOT IN (SELECT turn_id FROM superseded) \
-                    AND (t.expires_at IS NULL OR t.expires_at > now())";
+        let mut live = "t.id NOT IN (SELECT turn_id FROM superseded) \
+                        AND (t.expires_at IS NULL OR t.expires_at > now())"
+            .to_string();
         // The span's end is included: `< to` leaves out `to` itself, so the bound is a
         // microsecond later (PostgreSQL keeps no finer).
+        let created = narrowing.created;
         let to = created.to.map(|t| t + chrono::Duration::microseconds(1));
         let mut next = args.len();
-        let mut mark = |present: bool| {
-            present.then(|| {
-                next += 1;
-                format!("${next}")
-            })
+        let mut mark = || {
+            next += 1;
+            format!("${next}")
         };
-        let from_mark = mark(created.from.is_some());
-        let to_mark = mark(to.is_some());
+        let from_mark = created.from.map(|_| mark());
+        let to_mark = to.map(|_| mark());
+        let shapes = narrowing.metadata_any_of.as_deref();
+        if let Some(shapes) = shapes {
+            // Through the `turns_metadata` GIN index (`jsonb_path_ops` serves `@>`).
+            let tests: Vec<String> = shapes
+                .iter()
+                .map(|_| format!("t.metadata @> {}", mark()))
+                .collect();
+            if tests.is_empty() {
+                live.push_str(" AND false");
+            } else {
+                live.push_str(&format!(" AND ({})", tests.join(" OR ")));
+            }
+        }
         let mut values = params(&args);
         values.extend(
             created
@@ -958,10 +971,16 @@ impl Store for PgStore {
                 .chain(&to)
                 .map(|t| t as &(dyn ToSql + Sync)),
         );
+        values.extend(
+            shapes
+                .unwrap_or_default()
+                .iter()
+                .map(|v| v as &(dyn ToSql + Sync)),
+        );
         let sql = crate::turn_facts_sql(
             "t.metadata::text",
             &scope,
-            live,
+            &live,
             from_mark.as_deref(),
             to_mark.as_deref(),
         );
@@ -969,13 +988,14 @@ impl Store for PgStore {
         let mut facts = Vec::with_capacity(rows.len());
         for r in &rows {
             let created_at: DateTime<Utc> = r.try_get(3)?;
-            if !created.holds(created_at) {
+            let metadata = crate::stored_metadata(r.try_get::<_, Option<&str>>(2)?)?;
+            if !narrowing.holds(created_at, metadata.as_ref()) {
                 continue;
             }
             facts.push(crate::TurnFacts {
                 id: TurnId(r.try_get(0)?),
                 seq: r.try_get(1)?,
-                metadata: crate::stored_metadata(r.try_get::<_, Option<&str>>(2)?)?,
+                metadata,
                 created_at,
                 updated_at: r.try_get(4)?,
                 valid_to: r.try_get(5)?,
