@@ -237,9 +237,8 @@ impl Engine {
         // without their text and tested; only the page's turns are read whole.
         let met: Vec<TurnId> = self
             .store
-            .current_turn_facts(filter, &condition.narrowing())?
+            .current_turn_facts_meeting(filter, condition)?
             .into_iter()
-            .filter(|f| condition.admits(&f.subject()))
             .map(|f| f.id)
             .collect();
         let total = met.len() as u64;

@@ -167,7 +167,7 @@ impl Recall<'_> {
         if let Some(admitted) = &admitted
             && admitted.len() <= self.config.prefilter_max
         {
-            return self.search_admitted(request, query, k, admitted);
+            return self.search_admitted(request, query, None, k, admitted);
         }
         let mut config = self.config.clone();
         let mut qv: Option<Vec<f32>> = None;
@@ -211,7 +211,9 @@ impl Recall<'_> {
                 // Read as deep as a filtered search goes, the lists hold fewer than k of the
                 // memories the filter admits: those are ranked all, exactly.
                 return match &admitted {
-                    Some(admitted) => self.search_admitted(request, query, k, admitted),
+                    Some(admitted) => {
+                        self.search_admitted(request, query, Some(&vector), k, admitted)
+                    }
                     None => Ok(respond(query, &candidates, k, request.budget)),
                 };
             }
@@ -230,12 +232,8 @@ impl Recall<'_> {
         asked_at: Option<DateTime<Utc>>,
     ) -> Result<Vec<TurnFacts>, RecallError> {
         let asked_at = asked_at.unwrap_or_else(Utc::now);
-        let mut facts = self
-            .store
-            .current_turn_facts(filter, &condition.narrowing())?;
-        facts.retain(|f| {
-            f.valid_to.is_none_or(|to| to > asked_at) && condition.admits(&f.subject())
-        });
+        let mut facts = self.store.current_turn_facts_meeting(filter, condition)?;
+        facts.retain(|f| f.valid_to.is_none_or(|to| to > asked_at));
         Ok(facts)
     }
 
@@ -243,11 +241,12 @@ impl Recall<'_> {
     /// turn list is every admitted turn, ranked by the cosine of its best chunk to the question
     /// (those without vectors, of roles not embedded, after them, newest first); the other
     /// lists are searched as usual and keep what meets the condition. One round, whatever the
-    /// scope's size.
+    /// scope's size. `qv`: the question's vector when a search made it already.
     fn search_admitted(
         &self,
         request: &SearchRequest,
         query: &str,
+        qv: Option<&[f32]>,
         k: usize,
         admitted: &[TurnFacts],
     ) -> Result<SearchResponse, RecallError> {
@@ -262,7 +261,7 @@ impl Recall<'_> {
             ..*self
         };
         // No dense search of the scope: the admitted turns' own list replaces it.
-        let (qv, mut pre) = this.prefetched(&request.filter, query, None, request.asked_at, 0)?;
+        let (qv, mut pre) = this.prefetched(&request.filter, query, qv, request.asked_at, 0)?;
         let seqs: Vec<i64> = admitted.iter().map(|f| f.seq).collect();
         let similarity = this.similarity(&seqs, &qv)?;
         let mut ranked: Vec<(&TurnFacts, Option<f32>)> = admitted

@@ -658,6 +658,18 @@ pub trait Store: Send + Sync {
         filter: &ScopeFilter,
         narrowing: &Narrowing,
     ) -> Result<Vec<TurnFacts>, StoreError>;
+    /// The facts of the current turns a filter admits that meet `condition`, in store order:
+    /// [`Store::current_turn_facts`] inside the condition's narrowing, the condition tested on
+    /// each.
+    fn current_turn_facts_meeting(
+        &self,
+        filter: &ScopeFilter,
+        condition: &aril_core::Condition,
+    ) -> Result<Vec<TurnFacts>, StoreError> {
+        let mut facts = self.current_turn_facts(filter, &condition.narrowing())?;
+        facts.retain(|f| condition.admits(&f.subject()));
+        Ok(facts)
+    }
     /// Turns no newer version replaces whose memory expired at or before `now`, soonest expired
     /// first, at most `limit`: what the expiry sweep deletes.
     fn expired_turns(&self, now: DateTime<Utc>, limit: u64) -> Result<Vec<TurnId>, StoreError>;
