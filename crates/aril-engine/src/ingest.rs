@@ -34,7 +34,8 @@ pub struct IngestOptions {
     /// Leave the search indexes to the caller's [`Engine::index_committed`]: the turns are
     /// stored (durably) when the ingest returns and searchable once that is called. A server
     /// calls it after giving up its exclusive hold on the engine, so searches do not wait for
-    /// the indexing. Otherwise each batch is indexed as it commits.
+    /// the indexing. Otherwise the ingest indexes its commits as it goes, once per embedding
+    /// pool (about a thousand turns), and all of them before it returns.
     pub index_later: bool,
 }
 
@@ -203,21 +204,78 @@ impl Engine {
             }
             groups.entry(key).or_default().push((id, t));
         }
-        let total: usize = groups.values().map(Vec::len).sum();
         let batch = self.config.batch_size();
         let groups: Vec<Vec<(TurnId, NewTurn)>> = order
             .iter()
             .map(|key| groups.remove(key).unwrap_or_default())
             .collect();
-        let mut done = 0;
-        progress(Progress { done, total });
         // The model sees a pool of texts at once, sorted by length so its batches pad little
         // (a commit batch of 64 alone would mix short and long texts: measured on LongMemEval,
         // 2.7 times the embedding time), and embeds the next pool on a thread of its own while
         // this one's batches are segmented and committed.
         let mut pools = EmbedPools::plan(&groups, batch);
+        // Users whose commits the search indexes have not caught up with yet.
+        let mut unindexed: Vec<String> = Vec::new();
+        let mut stored = self.commit_groups(
+            &groups,
+            &mut pools,
+            ahead,
+            options,
+            &mut unindexed,
+            &mut report,
+            progress,
+            cancel,
+        );
+        if options.flush && !report.interrupted && stored.is_ok() {
+            // Conversations with nothing new may still hold an open segment from earlier streaming;
+            // the others were flushed with their last batch, so this finds them empty.
+            match self.flush_open_segments(&touched) {
+                Ok(closed) => {
+                    report.segments_closed += closed;
+                    for (scope, _) in &touched {
+                        note_user(&mut unindexed, &scope.user_id);
+                    }
+                }
+                Err(e) => stored = Err(e),
+            }
+        }
+        // What was committed is made searchable even when the ingest stopped early (an error
+        // or the cancel flag): the store keeps those batches.
+        let indexed = if options.index_later {
+            Ok(())
+        } else {
+            let users: Vec<&str> = unindexed.iter().map(String::as_str).collect();
+            self.index_committed(&users)
+        };
+        stored?;
+        indexed?;
+        report.elapsed_s = started.elapsed().as_secs_f64();
+        Ok(report)
+    }
+
+    /// Commits each conversation's new turns in batches, embedding pool by pool. Unless
+    /// `index_later`, the search indexes catch up at each pool's start, while the model embeds
+    /// the pool after it: one lexical commit per pool rather than per batch, so a bulk import
+    /// does not keep the index merging beside the model. `unindexed` collects the users whose
+    /// commits are not indexed yet.
+    #[allow(clippy::too_many_arguments)]
+    fn commit_groups(
+        &mut self,
+        groups: &[Vec<(TurnId, NewTurn)>],
+        pools: &mut EmbedPools<'_>,
+        ahead: &Prepared,
+        options: &IngestOptions,
+        unindexed: &mut Vec<String>,
+        report: &mut IngestReport,
+        progress: &mut dyn FnMut(Progress),
+        cancel: &AtomicBool,
+    ) -> Result<(), EngineError> {
+        let batch = self.config.batch_size();
+        let total: usize = groups.iter().map(Vec::len).sum();
+        let mut done = 0;
+        progress(Progress { done, total });
         let mut prepared: Vec<Embedding> = Vec::new();
-        'conversations: for group in groups.iter() {
+        for group in groups {
             let Some((_, first)) = group.first() else {
                 continue;
             };
@@ -228,10 +286,15 @@ impl Engine {
             for (b, chunk) in group.chunks(batch).enumerate() {
                 if cancel.load(Ordering::SeqCst) {
                     report.interrupted = true;
-                    break 'conversations;
+                    return Ok(());
                 }
                 if let Some(pool) = pools.starting_at(done) {
                     prepared = pools.take(self, pool, ahead)?;
+                    if !options.index_later && !unindexed.is_empty() {
+                        let users: Vec<&str> = unindexed.iter().map(String::as_str).collect();
+                        self.index_committed(&users)?;
+                        unindexed.clear();
+                    }
                 }
                 let last = b + 1 == n_batches;
                 let step = self.commit_batch(
@@ -243,28 +306,16 @@ impl Engine {
                     Vec::new(),
                     &prepared,
                 )?;
+                note_user(unindexed, &scope.user_id);
                 report.turns_added += step.turns_added;
                 report.turns_skipped += step.turns_skipped;
                 report.segments_closed += step.segments_closed;
                 report.embedded_texts += step.embedded_texts;
-                if !options.index_later {
-                    self.index_committed(&[&scope.user_id])?;
-                }
                 done += chunk.len();
                 progress(Progress { done, total });
             }
         }
-        if options.flush && !report.interrupted {
-            // Conversations with nothing new may still hold an open segment from earlier streaming;
-            // the others were flushed with their last batch, so this finds them empty.
-            report.segments_closed += self.flush_open_segments(&touched)?;
-            if !options.index_later {
-                let users: Vec<&str> = touched.iter().map(|(s, _)| s.user_id.as_str()).collect();
-                self.index_committed(&users)?;
-            }
-        }
-        report.elapsed_s = started.elapsed().as_secs_f64();
-        Ok(report)
+        Ok(())
     }
 
     /// Makes what the store holds for these users searchable (the lexical index caught up with
@@ -554,5 +605,12 @@ impl Engine {
             closed += step.segments_closed;
         }
         Ok(closed)
+    }
+}
+
+/// Adds `user` to `users` unless it is there.
+fn note_user(users: &mut Vec<String>, user: &str) {
+    if !users.iter().any(|u| u == user) {
+        users.push(user.to_string());
     }
 }

@@ -1132,6 +1132,12 @@ fn cancel_stops_between_batches_and_keeps_whole_batches() {
     assert!(report.interrupted);
     assert_eq!(report.turns_added, 4);
     engine.check_integrity().unwrap();
+    // The batches it kept are searchable: the interrupted ingest indexed them before returning.
+    let stats = engine.stats().unwrap();
+    assert_eq!(
+        stats.lexical_units,
+        2 * stats.store.turns + stats.store.segments
+    );
     // Running it again finishes the job.
     let rest = ingest(&mut engine, conversation("u"), true);
     assert_eq!(rest.turns_added, 4);
@@ -1142,6 +1148,57 @@ fn cancel_stops_between_batches_and_keeps_whole_batches() {
         .map(|h| h.kind)
         .collect();
     assert!(!kinds.is_empty());
+}
+
+#[test]
+fn an_ingest_of_several_embedding_pools_is_wholly_searchable_when_it_returns() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut engine = Engine::open_with_embedder(dir.path(), Config::default(), embedder()).unwrap();
+    // 2,400 turns in three conversations: three embedding pools, the search indexes catching up
+    // at each pool's start and at the end. Every 100th turn is the user's, with a fact of its own.
+    let turns: Vec<NewTurn> = (0..2400u32)
+        .map(|n| {
+            let user_turn = n % 100 == 0;
+            NewTurn {
+                scope: Scope::user("u").unwrap(),
+                conversation: format!("c{}", n / 800),
+                session: Some(format!("s{}", n / 40)),
+                role: if user_turn {
+                    Role::User
+                } else {
+                    Role::Assistant
+                },
+                speaker: None,
+                text: if user_turn {
+                    format!("My locker number {n} holds the blue kayak paddle number {n}.")
+                } else {
+                    format!("Noted, entry {n}.")
+                },
+                event_time: Some(
+                    Utc.timestamp_opt(1_700_000_000 + i64::from(n) * 60, 0)
+                        .unwrap(),
+                ),
+                source_id: Some(format!("t{n}")),
+                metadata: None,
+                lifecycle: Default::default(),
+            }
+        })
+        .collect();
+    let report = ingest(&mut engine, turns, false);
+    assert_eq!(report.turns_added, 2400);
+    let stats = engine.stats().unwrap();
+    assert_eq!(
+        stats.lexical_units,
+        2 * stats.store.turns + stats.store.segments
+    );
+    for n in [0, 1200, 2300] {
+        let found = search(&mut engine, "u", &format!("kayak paddle number {n}"), 3);
+        assert!(
+            texts(&found).contains(&format!("locker number {n} ")),
+            "{n}: {}",
+            texts(&found)
+        );
+    }
 }
 
 fn turn_id(engine: &Engine, user: &str, source: &str) -> aril_core::TurnId {
