@@ -13,6 +13,9 @@ pub struct Cost {
     pub llm_tokens_o200k: u64,
     /// Texts sent through the embedding model (cache misses).
     pub embedded_texts: usize,
+    /// The model's passes and pieces for those texts, for strategies that count them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<ModelCost>,
     /// o200k tokens of the top 10 units, averaged over questions.
     pub context_tokens_per_query: f64,
     /// Seconds spent indexing haystacks.
@@ -25,6 +28,17 @@ pub struct Cost {
     /// The judge's calls (`--judge`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub judge: Option<QaCost>,
+}
+
+/// The embedding model's work for a run's writes, and the turns it stored.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct ModelCost {
+    /// Forward passes: one per chunk or sentence run of a text.
+    pub passes: u64,
+    /// Word pieces of the texts embedded.
+    pub pieces: u64,
+    /// Turns the run stored (none when a warm run found them all stored).
+    pub turns_stored: usize,
 }
 
 /// What answering or judging cost, in total and per question.
@@ -193,6 +207,19 @@ impl BenchReport {
             c.context_tokens_per_query,
             c.llm_calls
         ));
+        if let Some(m) = c.model.filter(|m| m.turns_stored > 0) {
+            let per = |x: f64| x / m.turns_stored as f64;
+            out.push_str(&format!(
+                "  model: {} passes, {} word pieces for {} turns stored: {:.2} texts, {:.2} \
+                 passes, {:.1} pieces per stored turn\n",
+                m.passes,
+                m.pieces,
+                m.turns_stored,
+                per(c.embedded_texts as f64),
+                per(m.passes as f64),
+                per(m.pieces as f64),
+            ));
+        }
         let strategy = self.notes.get("strategy");
         if let Some(per) = strategy.and_then(|s| s["turns_per_segment"].as_f64()) {
             out.push_str(&format!(

@@ -340,6 +340,7 @@ pub fn run(
         notes,
         cost: Cost {
             embedded_texts: strategy.embedded_texts(),
+            model: strategy.model_work(),
             context_tokens_per_query: context_tokens as f64 / rankings.len().max(1) as f64,
             ingest_s,
             query_ms_p50: percentile(&latencies, 0.5),

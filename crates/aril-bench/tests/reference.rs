@@ -122,3 +122,39 @@ fn session_units_cover_the_turns_they_show() {
         }
     }
 }
+
+/// The `aril` strategy reports the model's work for what it stored: every text the model ran,
+/// its passes and word pieces, against the turns stored; pooled segment vectors cost no pass and
+/// are not counted. A second run over the same cache stores and embeds nothing.
+#[test]
+fn the_aril_strategy_counts_the_model_work_of_its_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = small_file(dir.path(), false);
+    let options = aril_bench::BenchOptions {
+        strategy: "aril".into(),
+        ..common::bench_options(
+            aril_bench::Benchmark::LongMemEval,
+            data,
+            &dir.path().join("cache"),
+        )
+    };
+    let never = std::sync::atomic::AtomicBool::new(false);
+    let cold = aril_bench::run(&options, &mut |_, _| {}, &never).unwrap();
+    let model = cold.cost.model.unwrap();
+    let cases = data::longmemeval(&small_file(dir.path(), false)).unwrap();
+    // Only user turns are embedded (the default dense role), each once however often repeated.
+    let user_texts: std::collections::HashSet<String> = cases
+        .iter()
+        .flat_map(|c| c.sessions.iter().flat_map(|s| &s.turns))
+        .filter(|t| t.role == Role::User && !t.text.trim().is_empty())
+        .map(|t| t.text.clone())
+        .collect();
+    assert_eq!(cold.cost.embedded_texts, user_texts.len());
+    assert!(model.passes >= cold.cost.embedded_texts as u64);
+    assert!(model.pieces > model.passes);
+    assert!(model.turns_stored > cold.cost.embedded_texts);
+    let warm = aril_bench::run(&options, &mut |_, _| {}, &never).unwrap();
+    assert_eq!(warm.cost.embedded_texts, 0);
+    assert_eq!(warm.cost.model.unwrap().turns_stored, 0);
+    assert_eq!(warm.metrics, cold.metrics);
+}

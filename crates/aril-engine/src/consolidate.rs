@@ -259,6 +259,8 @@ impl Engine {
         let embedder = self.embedder()?;
         let texts: Vec<&str> = cards.iter().map(|c| c.text.as_str()).collect();
         let embedded = embed_chunked(embedder.as_ref(), &texts)?;
+        self.model_work
+            .count(embedded.iter().map(|e| (e.chunks.len(), e.pieces)));
         Ok(cards
             .iter()
             .zip(embedded)

@@ -4,14 +4,63 @@
 use aril_core::content_hash;
 use aril_embed::{embed_chunked, embed_sentences};
 use aril_store::{Embedding, StoredChunk};
+use serde::Serialize;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use aril_embed::Embedder;
 
 use crate::config::TurnVectors;
 use crate::{Engine, EngineError};
+
+/// What the model has embedded for storage (cache misses: turn texts, segment texts when they are
+/// embedded, card texts; never questions, never pooled vectors) since the engine opened.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct ModelWorkDone {
+    /// Texts embedded.
+    pub texts: u64,
+    /// Forward passes: one per chunk or sentence run of a text.
+    pub passes: u64,
+    /// Word pieces of the texts (without the model's two special tokens per pass).
+    pub pieces: u64,
+}
+
+/// The running count behind [`ModelWorkDone`], shared with the threads that embed ahead.
+#[derive(Debug, Default)]
+pub(crate) struct ModelMeter {
+    texts: AtomicU64,
+    passes: AtomicU64,
+    pieces: AtomicU64,
+}
+
+impl ModelMeter {
+    fn add(&self, made: &[Embedding]) {
+        self.count(made.iter().map(|e| (e.chunks.len(), e.pieces as usize)));
+    }
+
+    /// Counts texts embedded, each as (passes, pieces).
+    pub(crate) fn count(&self, texts: impl Iterator<Item = (usize, usize)>) {
+        let (mut n, mut passes, mut pieces) = (0u64, 0u64, 0u64);
+        for (p, w) in texts {
+            n += 1;
+            passes += p as u64;
+            pieces += w as u64;
+        }
+        self.texts.fetch_add(n, Ordering::Relaxed);
+        self.passes.fetch_add(passes, Ordering::Relaxed);
+        self.pieces.fetch_add(pieces, Ordering::Relaxed);
+    }
+
+    pub(crate) fn done(&self) -> ModelWorkDone {
+        ModelWorkDone {
+            texts: self.texts.load(Ordering::Relaxed),
+            passes: self.passes.load(Ordering::Relaxed),
+            pieces: self.pieces.load(Ordering::Relaxed),
+        }
+    }
+}
 
 /// Texts the cache lacks, with what embedding them needs: the model's work of
 /// [`Engine::cache_misses`], which owns everything it uses, so it runs on any thread.
@@ -22,6 +71,7 @@ pub(crate) struct ModelWork {
     sentence_min_bytes: usize,
     /// Cache key and text of each text to embed.
     missing: Vec<(String, String)>,
+    meter: Arc<ModelMeter>,
 }
 
 impl ModelWork {
@@ -37,7 +87,7 @@ impl ModelWork {
                 embed_sentences(self.embedder.as_ref(), &views, self.sentence_min_bytes)?
             }
         };
-        Ok(self
+        let made: Vec<Embedding> = self
             .missing
             .into_iter()
             .zip(embedded)
@@ -47,7 +97,9 @@ impl ModelWork {
                 pieces: chunked.pieces as u32,
                 chunks: stored_chunks(chunked.chunks),
             })
-            .collect())
+            .collect();
+        self.meter.add(&made);
+        Ok(made)
     }
 }
 
@@ -74,6 +126,12 @@ pub fn stored_chunks(chunks: Vec<aril_embed::Chunk>) -> Vec<StoredChunk> {
 }
 
 impl Engine {
+    /// What the model has embedded for storage since this engine opened (every caller's writes
+    /// together): the model's share of the write cost.
+    pub fn model_work(&self) -> ModelWorkDone {
+        self.model_work.done()
+    }
+
     /// The cache key of a dense text's vectors under the configured [`TurnVectors`]: the text's
     /// hash when it is embedded whole, a hash of the rule and the text when it is embedded
     /// sentence by sentence (so the two never take each other's entries). A turn record keeps
@@ -146,6 +204,7 @@ impl Engine {
             turn_vectors: self.config.turn_vectors,
             sentence_min_bytes: self.config.sentence_min_bytes,
             missing,
+            meter: self.model_work.clone(),
         };
         Ok(CacheLookup {
             keys: hashes,

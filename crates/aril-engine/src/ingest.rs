@@ -54,6 +54,8 @@ pub struct IngestReport {
     /// Turns already stored (same stable id), or repeated inside the input.
     pub turns_skipped: usize,
     pub segments_closed: usize,
+    /// Cache entries the ingest wrote: texts the model embedded and the segment vectors pooled
+    /// from them (no model pass). [`Engine::model_work`] counts the model's part alone.
     pub embedded_texts: usize,
     /// True when the caller's cancel flag stopped the ingest between two batches; everything
     /// committed before stays.

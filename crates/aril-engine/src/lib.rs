@@ -65,7 +65,7 @@ pub use consolidate::{
     ConsolidateOptions, ConsolidateReport, EncodeAttempt, EncodeJob, EncodeOutcome,
     consolidate_shared, encode_claimed,
 };
-pub use embedding::stored_chunks;
+pub use embedding::{ModelWorkDone, stored_chunks};
 pub use error::EngineError;
 pub use ingest::{IngestOptions, IngestReport, Prepared, Progress, Stored};
 pub use input::{TurnDefaults, TurnIn, parse_expiry, parse_lifecycle, parse_time, parse_valid_to};
@@ -147,6 +147,8 @@ pub struct Engine {
     card_indexes: RwLock<HashMap<String, Arc<card_index::CardIndex>>>,
     /// The cross-encoder planned recall reorders each path with, when one is configured.
     reranker: Option<Arc<dyn aril_llm::Reranker>>,
+    /// What the model has embedded for storage since the engine opened.
+    model_work: Arc<embedding::ModelMeter>,
 }
 
 /// Counts describing a data directory.
@@ -269,6 +271,7 @@ impl Engine {
             embedder: Mutex::new(embedder),
             card_indexes: Default::default(),
             reranker: None,
+            model_work: Default::default(),
         };
         let swept = engine.sweep_expired(chrono::Utc::now())?;
         if swept > 0 {

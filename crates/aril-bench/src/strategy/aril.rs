@@ -13,10 +13,12 @@ use chrono::{DateTime, Utc};
 use super::{Embeddings, Strategy, Unit};
 use crate::BenchError;
 use crate::data::Case;
+use crate::report::ModelCost;
 
 pub struct Aril {
     engine: Engine,
-    embedded_before: usize,
+    /// Turns this run stored (those the store lacked).
+    turns_stored: usize,
 }
 
 impl Aril {
@@ -28,10 +30,9 @@ impl Aril {
         config: Config,
     ) -> Result<Self, BenchError> {
         let engine = Engine::open_at(dir, store, config, Some(embeddings.model()))?;
-        let embedded_before = engine.stats()?.store.embeddings as usize;
         Ok(Self {
             engine,
-            embedded_before,
+            turns_stored: 0,
         })
     }
 }
@@ -113,7 +114,7 @@ impl Strategy for Aril {
                     })
             })
             .collect();
-        self.engine.ingest(
+        let report = self.engine.ingest(
             turns,
             &IngestOptions {
                 flush: true,
@@ -122,6 +123,7 @@ impl Strategy for Aril {
             &mut |_| {},
             &AtomicBool::new(false),
         )?;
+        self.turns_stored += report.turns_added;
         Ok(())
     }
 
@@ -135,10 +137,16 @@ impl Strategy for Aril {
     }
 
     fn embedded_texts(&self) -> usize {
-        self.engine
-            .stats()
-            .map(|s| (s.store.embeddings as usize).saturating_sub(self.embedded_before))
-            .unwrap_or(0)
+        self.engine.model_work().texts as usize
+    }
+
+    fn model_work(&self) -> Option<ModelCost> {
+        let done = self.engine.model_work();
+        Some(ModelCost {
+            passes: done.passes,
+            pieces: done.pieces,
+            turns_stored: self.turns_stored,
+        })
     }
 
     /// The encoder calls the memory would cost with cards: its closed segments.

@@ -239,6 +239,10 @@ impl Strategy for AriLlm {
         self.aril.embedded_texts()
     }
 
+    fn model_work(&self) -> Option<crate::report::ModelCost> {
+        self.aril.model_work()
+    }
+
     fn llm_cost(&self) -> CallCost {
         let (mut cost, _) = self.construction().unwrap_or_default();
         cost.add(self.query_cost);

@@ -42,6 +42,11 @@ pub trait Strategy {
     }
     /// Texts this strategy sent through the model (cache misses).
     fn embedded_texts(&self) -> usize;
+    /// The model's forward passes and word pieces, against the turns stored, for a strategy
+    /// that counts them.
+    fn model_work(&self) -> Option<crate::report::ModelCost> {
+        None
+    }
     /// Language-model calls and tokens (none for the LLM-free strategies).
     fn llm_cost(&self) -> aril_engine::CallCost {
         aril_engine::CallCost::default()
