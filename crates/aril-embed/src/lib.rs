@@ -21,7 +21,7 @@ pub use chunk::{
 };
 pub use error::EmbedError;
 pub use minilm::{
-    MODEL_NAME, MiniLm, MiniLmOptions, QUESTION_MODEL_FILE, QuestionWeights, RUNTIME_VERSION,
+    INT8_MODEL_FILE, MODEL_NAME, MiniLm, MiniLmOptions, RUNTIME_VERSION, Weights,
     default_model_dir, default_runtime_path,
 };
 
@@ -37,6 +37,13 @@ pub struct Pieces {
 pub trait Embedder: Send + Sync {
     /// Model name, part of every embedding-cache key.
     fn name(&self) -> &str;
+    /// What, besides the name, tells apart the vectors this embedder makes for storage: `""` for
+    /// the model's own weights, another tag (`"int8"`) for a cheaper copy of them. Part of a
+    /// cache key, so vectors of two copies never stand in for each other; never part of the
+    /// name, so vectors of every copy are searched together as the same model's.
+    fn variant(&self) -> &str {
+        ""
+    }
     /// Dimension of the vectors.
     fn dim(&self) -> usize;
     /// Word pieces the model reads per input, special tokens included (256 for MiniLM).
@@ -48,7 +55,7 @@ pub trait Embedder: Send + Sync {
     fn embed_pieces(&self, seqs: &[&[u32]]) -> Result<Vec<Vec<f32>>, EmbedError>;
     /// Embeds a question's piece sequences as [`Embedder::embed_pieces`] does, for vectors that
     /// are compared with stored ones and never stored themselves: an embedder may run them on a
-    /// cheaper copy of its model ([`MiniLm`]: 8-bit weights, [`QuestionWeights`]). Default: the
+    /// cheaper copy of its model ([`MiniLm`]: 8-bit weights, [`Weights`]). Default: the
     /// same as `embed_pieces`.
     fn embed_question_pieces(&self, seqs: &[&[u32]]) -> Result<Vec<Vec<f32>>, EmbedError> {
         self.embed_pieces(seqs)

@@ -10,8 +10,9 @@
 //! behind a bulk embedding and concurrent searches each keep a core; by default those run
 //! `model-questions-int8.onnx`, the same graph with 8-bit weights (per output channel), which
 //! `scripts/fetch-model` writes: a question embeds in about half the time, at a cosine of ~0.995
-//! to the full model's vector and the same recall (docs/benchmarks-scale.md). Stored texts always
-//! embed with the full weights.
+//! to the full model's vector and the same recall (docs/benchmarks-scale.md). Stored texts run on
+//! the same 8-bit graph by default, at about 1.8 times the full weights' throughput and with the
+//! same recall (docs/benchmarks.md); [`MiniLmOptions::stored`] picks the full ones instead.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, OnceLock};
@@ -35,19 +36,38 @@ const BATCH: usize = 32;
 const SMALL_INPUT_PIECES: usize = 128;
 /// The files a model directory must hold.
 const MODEL_FILES: [&str; 3] = ["model.onnx", "tokenizer.json", "config.json"];
-/// The graph with 8-bit weights that questions run on ([`QuestionWeights::Int8`]), written by
-/// `scripts/fetch-model` from `model.onnx`.
-pub const QUESTION_MODEL_FILE: &str = "model-questions-int8.onnx";
+/// The graph with 8-bit weights ([`Weights::Int8`]), written by `scripts/fetch-model` from
+/// `model.onnx`.
+pub const INT8_MODEL_FILE: &str = "model-questions-int8.onnx";
 
-/// The weights a question is embedded with. Stored texts always use the full ones.
+/// The weights a model runs (for questions or for stored texts: [`MiniLmOptions`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum QuestionWeights {
-    /// [`QUESTION_MODEL_FILE`]: 8-bit weights, about twice as fast on a CPU.
+pub enum Weights {
+    /// [`INT8_MODEL_FILE`]: 8-bit weights, about twice as fast on a CPU, vectors within a
+    /// cosine of ~0.995 of the full weights'.
     #[default]
     Int8,
-    /// `model.onnx`, the weights stored texts are embedded with.
+    /// `model.onnx`, the full weights, exactly as sentence-transformers.
     F32,
+}
+
+impl Weights {
+    /// The tag of vectors stored from these weights ([`Embedder::variant`]).
+    pub fn variant(self) -> &'static str {
+        match self {
+            Weights::Int8 => "int8",
+            Weights::F32 => "",
+        }
+    }
+
+    /// The graph file these weights are in.
+    fn file(self) -> &'static str {
+        match self {
+            Weights::Int8 => INT8_MODEL_FILE,
+            Weights::F32 => "model.onnx",
+        }
+    }
 }
 
 /// How [`MiniLm`] runs.
@@ -57,16 +77,21 @@ pub struct MiniLmOptions {
     pub runtime: PathBuf,
     /// Threads a large input runs on (every core when `None`).
     pub bulk_threads: Option<usize>,
-    pub questions: QuestionWeights,
+    /// The weights questions run on (vectors compared, never stored).
+    pub questions: Weights,
+    /// The weights texts to store run on ([`Embedder::embed_pieces`]). Vectors of both weights
+    /// are vectors of the same model: the name, and so the cache key, is the same.
+    pub stored: Weights,
 }
 
 impl Default for MiniLmOptions {
-    /// ONNX Runtime from [`default_runtime_path`], every core, 8-bit questions.
+    /// ONNX Runtime from [`default_runtime_path`], every core, 8-bit weights.
     fn default() -> Self {
         Self {
             runtime: default_runtime_path(),
             bulk_threads: None,
-            questions: QuestionWeights::default(),
+            questions: Weights::default(),
+            stored: Weights::default(),
         }
     }
 }
@@ -147,13 +172,15 @@ struct ModelConfig {
 
 /// The all-MiniLM-L6-v2 sentence embedder (384 dimensions, 256 word pieces).
 pub struct MiniLm {
-    /// Runs inputs on every core.
+    /// Runs texts to store on every core (on the stored weights).
     bulk: Mutex<Session>,
-    /// Runs a small input on one thread.
+    /// Runs a small text to store on one thread (on the stored weights).
     small: Mutex<Session>,
-    /// Run questions, each on one thread: one session per core (a session runs one input at a
-    /// time). Empty when questions run on the full weights (`small` and `bulk`).
+    /// Run questions (on the question weights), each on one thread: one session per core (a
+    /// session runs one input at a time).
     questions: Vec<Mutex<Session>>,
+    /// The weights of `bulk` and `small`.
+    stored: Weights,
     tokenizer: Tokenizer,
     cls: u32,
     sep: u32,
@@ -169,13 +196,11 @@ impl MiniLm {
     /// Loads the model from `dir` as `options` say. A missing file gives an error that says how
     /// to fetch it.
     pub fn load_with(dir: &Path, options: &MiniLmOptions) -> Result<Self, EmbedError> {
-        let question_file = match options.questions {
-            QuestionWeights::Int8 => Some(QUESTION_MODEL_FILE),
-            QuestionWeights::F32 => None,
-        };
+        let int8 = (options.questions == Weights::Int8 || options.stored == Weights::Int8)
+            .then_some(INT8_MODEL_FILE);
         let missing: Vec<&str> = MODEL_FILES
             .into_iter()
-            .chain(question_file)
+            .chain(int8)
             .filter(|f| !dir.join(f).is_file())
             .collect();
         if !missing.is_empty() {
@@ -222,19 +247,21 @@ impl MiniLm {
                 .and_then(|mut b| b.commit_from_file(&model))
                 .map_err(|e| load_err(format!("{}: {e}", model.display())))
         };
-        let full = PrepackedWeights::new();
-        let questions = match question_file {
-            Some(file) => {
-                let packed = PrepackedWeights::new();
-                (0..cores)
-                    .map(|_| session(file, &packed, 1).map(Mutex::new))
-                    .collect::<Result<Vec<_>, _>>()?
-            }
-            None => Vec::new(),
+        let (int8_packed, full_packed) = (PrepackedWeights::new(), PrepackedWeights::new());
+        let packed = |weights: Weights| match weights {
+            Weights::Int8 => &int8_packed,
+            Weights::F32 => &full_packed,
         };
+        let questions = (0..cores)
+            .map(|_| {
+                session(options.questions.file(), packed(options.questions), 1).map(Mutex::new)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let stored = (options.stored.file(), packed(options.stored));
         Ok(Self {
-            bulk: Mutex::new(session("model.onnx", &full, bulk_threads)?),
-            small: Mutex::new(session("model.onnx", &full, 1)?),
+            bulk: Mutex::new(session(stored.0, stored.1, bulk_threads)?),
+            small: Mutex::new(session(stored.0, stored.1, 1)?),
+            stored: options.stored,
             questions,
             tokenizer,
             cls,
@@ -316,6 +343,10 @@ impl MiniLm {
 impl Embedder for MiniLm {
     fn name(&self) -> &str {
         MODEL_NAME
+    }
+
+    fn variant(&self) -> &str {
+        self.stored.variant()
     }
 
     fn dim(&self) -> usize {

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use aril_embed::{
-    Embedder, MiniLm, MiniLmOptions, QUESTION_MODEL_FILE, QuestionWeights, default_model_dir, dot,
+    Embedder, INT8_MODEL_FILE, MiniLm, MiniLmOptions, Weights, default_model_dir, dot,
     embed_chunked, embed_question, embed_truncated,
 };
 use serde::Deserialize;
@@ -30,8 +30,18 @@ fn reference() -> Reference {
     serde_json::from_str(&text).expect("reference file parses")
 }
 
+/// The model on its full weights, for questions and stored texts: the graph sentence-transformers
+/// is reproduced by.
 fn model() -> MiniLm {
-    MiniLm::load(&default_model_dir()).unwrap_or_else(|e| panic!("{e}"))
+    MiniLm::load_with(&default_model_dir(), &full_weights()).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn full_weights() -> MiniLmOptions {
+    MiniLmOptions {
+        questions: Weights::F32,
+        stored: Weights::F32,
+        ..MiniLmOptions::default()
+    }
 }
 
 fn cosine(a: &[f32], b: &[f32]) -> f32 {
@@ -111,16 +121,17 @@ fn chunked_embedding_keeps_every_piece_of_a_long_text() {
     assert!(cosine(&out[1].chunks[0].vector, &short.embedding) >= 0.9999);
 }
 
-/// A question embeds on the 8-bit graph by default: close to the full weights' vector, and
-/// equal to it when `question_weights` asks for the full ones. Stored texts are unaffected.
+/// Questions and stored texts embed on the 8-bit graph by default: close to the full weights'
+/// vectors, and equal to them when the options ask for the full ones, each setting on its own.
 #[test]
-fn questions_embed_on_the_8_bit_graph_close_to_the_full_weights() {
+fn the_8_bit_graph_stays_close_to_the_full_weights_for_questions_and_stored_texts() {
     let reference = reference();
-    let int8 = model();
-    let f32 = MiniLm::load_with(
+    let int8 = MiniLm::load(&default_model_dir()).unwrap();
+    let f32 = model();
+    let full_questions = MiniLm::load_with(
         &default_model_dir(),
         &MiniLmOptions {
-            questions: QuestionWeights::F32,
+            questions: Weights::F32,
             ..MiniLmOptions::default()
         },
     )
@@ -131,43 +142,72 @@ fn questions_embed_on_the_8_bit_graph_close_to_the_full_weights() {
         .filter(|i| i.word_pieces < 64 && !i.text.is_empty())
         .collect();
     assert!(short.len() >= 3, "the reference has short items");
-    for item in short {
-        let quantized = embed_question(&int8, &item.text).unwrap();
-        let full = embed_question(&f32, &item.text).unwrap();
-        assert!(cosine(&full, &item.embedding) >= 0.9999, "{:?}", item.text);
-        let c = cosine(&quantized, &item.embedding);
+    let close = |c: f32, what: &str, text: &str| {
         assert!(
             (0.97..0.9999).contains(&c),
-            "cosine {c} for {:?}",
-            item.text
+            "{what}: cosine {c} for {text:?}"
         );
-        // A stored text embeds with the full weights whichever the questions use.
-        let stored = embed_chunked(&int8, &[&item.text]).unwrap();
-        assert!(cosine(&stored[0].chunks[0].vector, &item.embedding) >= 0.9999);
+    };
+    for item in short {
+        let text = item.text.as_str();
+        let stored = |m: &MiniLm| {
+            embed_chunked(m, &[text]).unwrap()[0].chunks[0]
+                .vector
+                .clone()
+        };
+        assert!(cosine(&embed_question(&f32, text).unwrap(), &item.embedding) >= 0.9999);
+        assert!(cosine(&stored(&f32), &item.embedding) >= 0.9999);
+        close(
+            cosine(&embed_question(&int8, text).unwrap(), &item.embedding),
+            "8-bit question",
+            text,
+        );
+        close(
+            cosine(&stored(&int8), &item.embedding),
+            "8-bit stored text",
+            text,
+        );
+        // Full-weight questions beside 8-bit stored texts.
+        let q = embed_question(&full_questions, text).unwrap();
+        assert!(cosine(&q, &item.embedding) >= 0.9999);
+        close(
+            cosine(&stored(&full_questions), &item.embedding),
+            "8-bit stored text",
+            text,
+        );
     }
 }
 
-/// A model directory without the 8-bit graph is refused with the file named, unless questions
-/// embed with the full weights.
+/// A model directory without the 8-bit graph is refused with the file named, unless questions and
+/// stored texts both embed with the full weights.
 #[test]
-fn a_missing_question_graph_is_named_unless_questions_use_the_full_weights() {
+fn a_missing_8_bit_graph_is_named_unless_nothing_runs_on_it() {
     let dir = tempfile::tempdir().unwrap();
     for file in ["model.onnx", "tokenizer.json", "config.json"] {
         std::os::unix::fs::symlink(default_model_dir().join(file), dir.path().join(file)).unwrap();
     }
-    let err = MiniLm::load(dir.path())
-        .err()
-        .expect("the 8-bit graph is missing");
-    let message = err.to_string();
-    assert!(message.contains(QUESTION_MODEL_FILE), "{message}");
-    assert!(message.contains("question_weights"), "{message}");
-    let options = MiniLmOptions {
-        questions: QuestionWeights::F32,
+    let questions_only = MiniLmOptions {
+        questions: Weights::F32,
         ..MiniLmOptions::default()
     };
-    let model = MiniLm::load_with(dir.path(), &options).unwrap();
+    for options in [MiniLmOptions::default(), questions_only] {
+        let err = MiniLm::load_with(dir.path(), &options)
+            .err()
+            .expect("the 8-bit graph is missing");
+        let message = err.to_string();
+        assert!(message.contains(INT8_MODEL_FILE), "{message}");
+        assert!(message.contains("question_weights"), "{message}");
+        assert!(message.contains("stored_weights"), "{message}");
+    }
+    let model = MiniLm::load_with(dir.path(), &full_weights()).unwrap();
     assert_eq!(
         embed_question(&model, "Where do I work?").unwrap().len(),
         384
+    );
+    assert_eq!(
+        embed_chunked(&model, &["I work in Porto."]).unwrap()[0]
+            .chunks
+            .len(),
+        1
     );
 }

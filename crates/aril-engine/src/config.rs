@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use aril_core::Role;
-use aril_embed::{MiniLmOptions, QuestionWeights};
+use aril_embed::{MiniLmOptions, Weights};
 use aril_recall::RecallConfig;
 use aril_segment::SegmenterConfig;
 use serde::{Deserialize, Serialize};
@@ -30,8 +30,15 @@ pub struct Config {
     /// The weights questions are embedded with: `int8` (default), `model-questions-int8.onnx`,
     /// which `scripts/fetch-model` writes beside the model, about twice as fast, with the same
     /// recall as the full weights on the benchmarks (docs/benchmarks-scale.md); `f32`,
-    /// `model.onnx`, the weights stored texts are always embedded with.
-    pub question_weights: QuestionWeights,
+    /// `model.onnx`, the full weights.
+    pub question_weights: Weights,
+    /// The weights the texts to store are embedded with: `int8` (default), about 1.8 times the
+    /// full weights' throughput on a CPU with the same recall on the benchmarks
+    /// (docs/benchmarks.md); `f32`, the full weights, exactly as sentence-transformers. Both make
+    /// vectors of the same model (within a cosine of ~0.995), under the same cache key: a data
+    /// directory may hold both, and a text already embedded is not embedded again when this
+    /// changes.
+    pub stored_weights: Weights,
     /// Roles whose turns get dense vectors (and make up a segment's embedded text). Every turn is
     /// stored and BM25-indexed whatever its role. Default: `["user"]` — the user's own words carry
     /// what there is to remember about them, assistant turns are long and generic (seed 004:
@@ -96,7 +103,8 @@ impl Default for Config {
             model_dir: None,
             onnxruntime: None,
             embed_threads: None,
-            question_weights: QuestionWeights::default(),
+            question_weights: Weights::default(),
+            stored_weights: Weights::default(),
             dense_roles: vec![Role::User],
             turn_vectors: TurnVectors::Sentences,
             sentence_min_bytes: 80,
@@ -133,6 +141,7 @@ impl Config {
                 .unwrap_or_else(aril_embed::default_runtime_path),
             bulk_threads: self.embed_threads,
             questions: self.question_weights,
+            stored: self.stored_weights,
         }
     }
 

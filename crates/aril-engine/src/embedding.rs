@@ -135,16 +135,19 @@ impl Engine {
     /// The cache key of a dense text's vectors under the configured [`TurnVectors`]: the text's
     /// hash when it is embedded whole, a hash of the rule and the text when it is embedded
     /// sentence by sentence (so the two never take each other's entries). A turn record keeps
-    /// the key of the vectors it was stored with.
+    /// the key of the vectors it was stored with. Vectors of another variant of the model's
+    /// weights ([`Embedder::variant`]) are keyed apart too.
     pub(crate) fn vector_key(&self, text: &str) -> String {
-        match self.config.turn_vectors {
-            TurnVectors::Chunks => content_hash(&[text]),
-            TurnVectors::Sentences => content_hash(&[
-                "sentences of at least",
-                &self.config.sentence_min_bytes.to_string(),
-                text,
-            ]),
+        let min_bytes = self.config.sentence_min_bytes.to_string();
+        let mut parts: Vec<&str> = match self.config.turn_vectors {
+            TurnVectors::Chunks => vec![],
+            TurnVectors::Sentences => vec!["sentences of at least", &min_bytes],
+        };
+        if !self.variant.is_empty() {
+            parts.extend(["weights", &self.variant]);
         }
+        parts.push(text);
+        content_hash(&parts)
     }
 
     /// Embeddings for `texts` (same order). Returns them and the entries that are new to the cache,
@@ -217,7 +220,12 @@ impl Engine {
     /// bytes (close to the token mean that sentence-transformers pools), normalised. Stored under a
     /// hash of its own (`segment_vector_key`) so it is never taken for a model embedding of the
     /// text.
-    pub(crate) fn pooled_embedding(model: &str, text: &str, members: &[Embedding]) -> Embedding {
+    pub(crate) fn pooled_embedding(
+        model: &str,
+        variant: &str,
+        text: &str,
+        members: &[Embedding],
+    ) -> Embedding {
         let dim = members
             .iter()
             .find_map(|e| e.chunks.first())
@@ -232,7 +240,7 @@ impl Engine {
         aril_embed::normalize(&mut mean);
         Embedding {
             model: model.to_string(),
-            text_hash: pooled_key(text),
+            text_hash: pooled_key(variant, text),
             pieces: members.iter().map(|e| e.pieces).sum(),
             chunks: vec![StoredChunk {
                 start: 0,
@@ -256,6 +264,10 @@ impl Engine {
 
 /// The cache key of a pooled segment vector: distinct from the key of the same text embedded by
 /// the model.
-pub(crate) fn pooled_key(text: &str) -> String {
-    content_hash(&["pooled from turn chunks", text])
+pub(crate) fn pooled_key(variant: &str, text: &str) -> String {
+    if variant.is_empty() {
+        content_hash(&["pooled from turn chunks", text])
+    } else {
+        content_hash(&["pooled from turn chunks", "weights", variant, text])
+    }
 }

@@ -520,7 +520,7 @@ impl Engine {
                 let (members, new) = self.embed_cached(&dense, &known)?;
                 known.extend(new.iter().cloned());
                 fresh.extend(new);
-                let pooled = Self::pooled_embedding(&model, &text, &members);
+                let pooled = Self::pooled_embedding(&model, &self.variant, &text, &members);
                 let key = pooled.text_hash.clone();
                 if !fresh.iter().any(|e| e.text_hash == key) {
                     fresh.push(pooled);

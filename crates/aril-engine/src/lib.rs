@@ -149,6 +149,9 @@ pub struct Engine {
     reranker: Option<Arc<dyn aril_llm::Reranker>>,
     /// What the model has embedded for storage since the engine opened.
     model_work: Arc<embedding::ModelMeter>,
+    /// The embedder's [`Embedder::variant`] (the given one's, else the configured weights'),
+    /// part of every cache key the engine makes.
+    variant: String,
 }
 
 /// Counts describing a data directory.
@@ -260,6 +263,10 @@ impl Engine {
                 (Box::new(store), Box::new(search), None)
             }
         };
+        let variant = embedder.as_ref().map_or_else(
+            || config.stored_weights.variant().to_string(),
+            |e| e.variant().to_string(),
+        );
         let mut engine = Self {
             dir: dir.to_path_buf(),
             at: at.clone(),
@@ -268,6 +275,7 @@ impl Engine {
             store,
             search,
             _lock: lock,
+            variant,
             embedder: Mutex::new(embedder),
             card_indexes: Default::default(),
             reranker: None,

@@ -1201,6 +1201,52 @@ fn an_ingest_of_several_embedding_pools_is_wholly_searchable_when_it_returns() {
     }
 }
 
+#[test]
+fn stored_weights_can_change_and_their_vectors_never_stand_in_for_each_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let said = "I keep my climbing shoes in the blue locker at the gym.";
+    let at = |conversation: &str| NewTurn {
+        conversation: conversation.into(),
+        source_id: Some(format!("{conversation}:0")),
+        ..turn("u", "s1", 0, said)
+    };
+    let int8 = Config::default();
+    assert_eq!(int8.stored_weights, aril_engine::embed::Weights::Int8);
+    let mut engine = Engine::open(dir.path(), int8.clone()).unwrap();
+    ingest(&mut engine, vec![at("c1")], true);
+    assert_eq!(engine.model_work().texts, 1);
+    drop(engine);
+    // The same words in another conversation, stored with the full weights: embedded again.
+    let f32 = Config {
+        stored_weights: aril_engine::embed::Weights::F32,
+        ..Config::default()
+    };
+    let mut engine = Engine::open(dir.path(), f32.clone()).unwrap();
+    ingest(&mut engine, vec![at("c2")], true);
+    assert_eq!(engine.model_work().texts, 1);
+    // Each setting finds its own vectors in the cache from then on, and a search over turns
+    // stored with both finds the words, whichever weights it runs with.
+    ingest(&mut engine, vec![at("c3")], true);
+    assert_eq!(engine.model_work().texts, 1);
+    drop(engine);
+    for config in [int8, f32] {
+        let mut engine = Engine::open(dir.path(), config).unwrap();
+        ingest(&mut engine, vec![at("c4")], true);
+        assert_eq!(engine.model_work().texts, 0);
+        let found = search(&mut engine, "u", "Where are my climbing shoes?", 10);
+        assert_eq!(
+            found
+                .results
+                .iter()
+                .filter(|h| h.text.contains("blue locker"))
+                .count(),
+            1,
+            "a text said again word for word is recalled once"
+        );
+        engine.check_integrity().unwrap();
+    }
+}
+
 fn turn_id(engine: &Engine, user: &str, source: &str) -> aril_core::TurnId {
     let (turns, _) = engine.list_turns(&ScopeFilter::user(user), 0, 100).unwrap();
     turns

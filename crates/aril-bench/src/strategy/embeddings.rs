@@ -83,7 +83,10 @@ impl Embeddings {
         texts: &[String],
         embed: impl Fn(&[&str]) -> Result<Vec<Vec<StoredChunk>>, BenchError>,
     ) -> Result<Vec<Vec<StoredChunk>>, BenchError> {
-        let model = format!("{}#{mode}", self.model.name());
+        let model = match self.model.variant() {
+            "" => format!("{}#{mode}", self.model.name()),
+            variant => format!("{}#{mode}#{variant}", self.model.name()),
+        };
         let hashes: Vec<String> = texts.iter().map(|t| content_hash(&[t])).collect();
         let mut cache = self
             .cache
