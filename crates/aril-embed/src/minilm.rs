@@ -11,10 +11,14 @@
 //! `model-questions-int8.onnx`, the same graph with 8-bit weights (per output channel), which
 //! `scripts/fetch-model` writes: a question embeds in about half the time, at a cosine of ~0.995
 //! to the full model's vector and the same recall (docs/benchmarks-scale.md). Stored texts run on
-//! the same 8-bit graph by default, at about 1.8 times the full weights' throughput and with the
-//! same recall (docs/benchmarks.md); [`MiniLmOptions::stored`] picks the full ones instead.
+//! the same 8-bit graph by default, with the same recall (docs/benchmarks.md), each sequence
+//! alone on a one-thread session, one session per core: the graph quantizes its activations with
+//! one scale per tensor, so in a padded batch a text's vector would depend on the texts beside it
+//! (measured: a cosine of ~0.992 between a text alone and batched), and alone it depends on its
+//! own pieces only. [`MiniLmOptions::stored`] picks the full weights instead, run in batches.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use ort::environment::Environment;
@@ -164,6 +168,19 @@ fn try_lock(session: &Mutex<Session>) -> Option<MutexGuard<'_, Session>> {
     }
 }
 
+/// How [`MiniLm`] runs the texts to store.
+enum StoredRuns {
+    /// The full weights, in padded batches: an input of many pieces on every core, a small one
+    /// on one thread.
+    Batched {
+        bulk: Mutex<Session>,
+        small: Mutex<Session>,
+    },
+    /// The 8-bit weights: one-thread sessions, one per core (or per `bulk_threads`), each
+    /// running one sequence at a time, so a vector depends on its own pieces only.
+    Alone(Vec<Mutex<Session>>),
+}
+
 /// The fields of `config.json` the embedder reads.
 #[derive(Deserialize)]
 struct ModelConfig {
@@ -172,10 +189,8 @@ struct ModelConfig {
 
 /// The all-MiniLM-L6-v2 sentence embedder (384 dimensions, 256 word pieces).
 pub struct MiniLm {
-    /// Runs texts to store on every core (on the stored weights).
-    bulk: Mutex<Session>,
-    /// Runs a small text to store on one thread (on the stored weights).
-    small: Mutex<Session>,
+    /// How texts to store run.
+    stored_runs: StoredRuns,
     /// Run questions (on the question weights), each on one thread: one session per core (a
     /// session runs one input at a time).
     questions: Vec<Mutex<Session>>,
@@ -257,10 +272,19 @@ impl MiniLm {
                 session(options.questions.file(), packed(options.questions), 1).map(Mutex::new)
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let stored = (options.stored.file(), packed(options.stored));
+        let stored_runs = match options.stored {
+            Weights::Int8 => StoredRuns::Alone(
+                (0..bulk_threads)
+                    .map(|_| session(INT8_MODEL_FILE, &int8_packed, 1).map(Mutex::new))
+                    .collect::<Result<Vec<_>, _>>()?,
+            ),
+            Weights::F32 => StoredRuns::Batched {
+                bulk: Mutex::new(session("model.onnx", &full_packed, bulk_threads)?),
+                small: Mutex::new(session("model.onnx", &full_packed, 1)?),
+            },
+        };
         Ok(Self {
-            bulk: Mutex::new(session(stored.0, stored.1, bulk_threads)?),
-            small: Mutex::new(session(stored.0, stored.1, 1)?),
+            stored_runs,
             stored: options.stored,
             questions,
             tokenizer,
@@ -272,13 +296,17 @@ impl MiniLm {
 
     /// The session for an input of `pieces` pieces: a small one takes whichever session is free
     /// (the one-thread session first), a large one the every-core session.
-    fn session_for(&self, pieces: usize) -> MutexGuard<'_, Session> {
+    fn session_for<'a>(
+        bulk: &'a Mutex<Session>,
+        small: &'a Mutex<Session>,
+        pieces: usize,
+    ) -> MutexGuard<'a, Session> {
         if pieces > SMALL_INPUT_PIECES {
-            return lock(&self.bulk);
+            return lock(bulk);
         }
-        try_lock(&self.small)
-            .or_else(|| try_lock(&self.bulk))
-            .unwrap_or_else(|| lock(&self.small))
+        try_lock(small)
+            .or_else(|| try_lock(bulk))
+            .unwrap_or_else(|| lock(small))
     }
 
     /// One forward pass over `seqs`, padded to the longest.
@@ -312,6 +340,70 @@ impl MiniLm {
             )));
         }
         Ok(values.chunks_exact(self.dim).map(<[f32]>::to_vec).collect())
+    }
+
+    /// Embeds each sequence alone, on every one-thread session at once: each worker takes the
+    /// next sequence (longest first) and holds its session for that sequence only, so a small
+    /// write meanwhile finds a session free between two of them.
+    fn embed_alone(
+        &self,
+        singles: &[Mutex<Session>],
+        seqs: &[&[u32]],
+    ) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let run = |session: &mut Session, seq: &[u32]| {
+            self.forward(session, &[seq])
+                .map(|mut v| v.pop().unwrap_or_default())
+        };
+        let alone = |session: &Mutex<Session>, seq: &[u32]| run(&mut lock(session), seq);
+        if seqs.len() == 1 {
+            let free = singles.iter().find_map(try_lock);
+            if let Some(mut session) = free.or_else(|| singles.first().map(lock)) {
+                return Ok(vec![run(&mut session, seqs[0])?]);
+            }
+        }
+        let mut order: Vec<usize> = (0..seqs.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(seqs[i].len()));
+        let next = AtomicUsize::new(0);
+        let failed = AtomicBool::new(false);
+        let workers = singles.len().min(seqs.len());
+        let done: Vec<Result<Vec<(usize, Vec<f32>)>, EmbedError>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = singles[..workers]
+                .iter()
+                .map(|session| {
+                    let (order, next, failed) = (&order, &next, &failed);
+                    scope.spawn(move || {
+                        let mut out = Vec::new();
+                        while !failed.load(Ordering::Relaxed) {
+                            let Some(&i) = order.get(next.fetch_add(1, Ordering::Relaxed)) else {
+                                break;
+                            };
+                            match alone(session, seqs[i]) {
+                                Ok(v) => out.push((i, v)),
+                                Err(e) => {
+                                    failed.store(true, Ordering::Relaxed);
+                                    return Err(e);
+                                }
+                            }
+                        }
+                        Ok(out)
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+                })
+                .collect()
+        });
+        let mut vectors = vec![Vec::new(); seqs.len()];
+        for worker in done {
+            for (i, v) in worker? {
+                vectors[i] = v;
+            }
+        }
+        Ok(vectors)
     }
 
     /// A free question session, else the first one once it is free.
@@ -372,8 +464,13 @@ impl Embedder for MiniLm {
         if !fits(seqs)? {
             return Ok(Vec::new());
         }
-        let pieces: usize = seqs.iter().map(|s| s.len()).sum();
-        self.embed_batches(self.session_for(pieces), seqs)
+        match &self.stored_runs {
+            StoredRuns::Alone(singles) => self.embed_alone(singles, seqs),
+            StoredRuns::Batched { bulk, small } => {
+                let pieces: usize = seqs.iter().map(|s| s.len()).sum();
+                self.embed_batches(Self::session_for(bulk, small, pieces), seqs)
+            }
+        }
     }
 
     fn embed_question_pieces(&self, seqs: &[&[u32]]) -> Result<Vec<Vec<f32>>, EmbedError> {

@@ -211,3 +211,32 @@ fn a_missing_8_bit_graph_is_named_unless_nothing_runs_on_it() {
         1
     );
 }
+
+/// On the 8-bit graph, whose activations are quantized with one scale per tensor, a stored text's
+/// vector depends on its own pieces only: the same alone, beside a long text, and as a question.
+#[test]
+fn an_8_bit_stored_vector_depends_on_its_own_pieces_only() {
+    let reference = reference();
+    let model = MiniLm::load(&default_model_dir()).unwrap();
+    let short = reference
+        .items
+        .iter()
+        .find(|i| i.word_pieces < 64 && !i.text.is_empty())
+        .unwrap();
+    let long = reference
+        .items
+        .iter()
+        .find(|i| i.word_pieces > 200)
+        .unwrap();
+    let a = model.tokenize(&short.text).unwrap().ids;
+    let mut b = model.tokenize(&long.text).unwrap().ids;
+    b.truncate(model.max_pieces() - 2);
+    let alone = model.embed_pieces(&[&a]).unwrap();
+    let beside = model.embed_pieces(&[&b, &a, &b]).unwrap();
+    assert_eq!(alone[0], beside[1]);
+    assert_eq!(model.embed_question_pieces(&[&a]).unwrap()[0], alone[0]);
+    // The full weights in a padded batch, for contrast, are the reference's within 1e-4.
+    let full = MiniLm::load_with(&default_model_dir(), &full_weights()).unwrap();
+    let batched = full.embed_pieces(&[&b, &a]).unwrap();
+    assert!(cosine(&batched[1], &short.embedding) >= 0.9999);
+}
