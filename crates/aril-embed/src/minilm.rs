@@ -4,10 +4,9 @@
 //! sentence-transformers does. ONNX Runtime itself is loaded at run time from the
 //! `libonnxruntime.so` that the PyPI `onnxruntime` wheel ships (see [`default_runtime_path`]).
 //!
-//! Two sessions share the weights' packed copies: one runs large inputs on every core (or on the
-//! threads the caller gives), one runs a small input on its caller's thread alone. Questions run
-//! on sessions of their own, one per core, each on its caller's thread, so a search never waits
-//! behind a bulk embedding and concurrent searches each keep a core; by default those run
+//! Sessions of one graph share its weights' packed copies. Questions run on sessions of their
+//! own, one per core, each on its caller's thread, so a search never waits behind a bulk
+//! embedding and concurrent searches each keep a core; by default those run
 //! `model-questions-int8.onnx`, the same graph with 8-bit weights (per output channel), which
 //! `scripts/fetch-model` writes: a question embeds in about half the time, at a cosine of ~0.995
 //! to the full model's vector and the same recall (docs/benchmarks-scale.md). Stored texts run on
@@ -15,7 +14,9 @@
 //! alone on a one-thread session, one session per core: the graph quantizes its activations with
 //! one scale per tensor, so in a padded batch a text's vector would depend on the texts beside it
 //! (measured: a cosine of ~0.992 between a text alone and batched), and alone it depends on its
-//! own pieces only. [`MiniLmOptions::stored`] picks the full weights instead, run in batches.
+//! own pieces only. [`MiniLmOptions::stored`] picks the full weights instead, run in padded
+//! batches (their vectors do not depend on the batch): one session runs large inputs on every
+//! core (or on the threads the caller gives), one a small input on its caller's thread alone.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
