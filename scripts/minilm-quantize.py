@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Writes the copy of aril's MiniLM ONNX graph that questions and stored texts are embedded with
-by default: the same graph with its matrix weights in 8 bits, one scale per output channel (ONNX
-Runtime's dynamic quantization: activations are quantized at run time). A vector from this one
-has a cosine of about 0.995 to the full one's (`question_weights` / `stored_weights = "f32"` use
-the full graph).
+"""Writes the copy of aril's MiniLM ONNX graph that questions are embedded with by default (and
+stored texts with `stored_weights = "int8"`): the same graph with its matrix weights in 8 bits,
+one scale per output channel (ONNX Runtime's dynamic quantization: activations are quantized at
+run time, one scale per tensor). A vector from this one has a cosine of about 0.995 to the full
+one's.
 
     minilm-quantize.py MODEL.onnx OUT.onnx
 """

@@ -10,13 +10,14 @@
 //! `model-questions-int8.onnx`, the same graph with 8-bit weights (per output channel), which
 //! `scripts/fetch-model` writes: a question embeds in about half the time, at a cosine of ~0.995
 //! to the full model's vector and the same recall (docs/benchmarks-scale.md). Stored texts run on
-//! the same 8-bit graph by default, with the same recall (docs/benchmarks.md), each sequence
-//! alone on a one-thread session, one session per core: the graph quantizes its activations with
-//! one scale per tensor, so in a padded batch a text's vector would depend on the texts beside it
-//! (measured: a cosine of ~0.992 between a text alone and batched), and alone it depends on its
-//! own pieces only. [`MiniLmOptions::stored`] picks the full weights instead, run in padded
-//! batches (their vectors do not depend on the batch): one session runs large inputs on every
-//! core (or on the threads the caller gives), one a small input on its caller's thread alone.
+//! the full weights by default, in padded batches (their vectors do not depend on the batch): one
+//! session runs large inputs on every core (or on the threads the caller gives), one a small
+//! input on its caller's thread alone. [`MiniLmOptions::stored`] may put them on the 8-bit graph
+//! too, at about three times the throughput and within a question of the recall
+//! (docs/benchmarks.md): each sequence then runs alone on a one-thread session, one session per
+//! core, because the graph quantizes its activations with one scale per tensor, so in a padded
+//! batch a text's vector would depend on the texts beside it (a cosine of ~0.992 between a text
+//! alone and batched); alone it depends on its own pieces only.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -85,18 +86,20 @@ pub struct MiniLmOptions {
     /// The weights questions run on (vectors compared, never stored).
     pub questions: Weights,
     /// The weights texts to store run on ([`Embedder::embed_pieces`]). Vectors of both weights
-    /// are vectors of the same model: the name, and so the cache key, is the same.
+    /// are vectors of the same model (one name), told apart in caches by
+    /// [`Embedder::variant`].
     pub stored: Weights,
 }
 
 impl Default for MiniLmOptions {
-    /// ONNX Runtime from [`default_runtime_path`], every core, 8-bit weights.
+    /// ONNX Runtime from [`default_runtime_path`], every core, 8-bit questions, stored texts on
+    /// the full weights.
     fn default() -> Self {
         Self {
             runtime: default_runtime_path(),
             bulk_threads: None,
-            questions: Weights::default(),
-            stored: Weights::default(),
+            questions: Weights::Int8,
+            stored: Weights::F32,
         }
     }
 }

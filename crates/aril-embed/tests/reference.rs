@@ -36,6 +36,14 @@ fn model() -> MiniLm {
     MiniLm::load_with(&default_model_dir(), &full_weights()).unwrap_or_else(|e| panic!("{e}"))
 }
 
+fn int8_weights() -> MiniLmOptions {
+    MiniLmOptions {
+        questions: Weights::Int8,
+        stored: Weights::Int8,
+        ..MiniLmOptions::default()
+    }
+}
+
 fn full_weights() -> MiniLmOptions {
     MiniLmOptions {
         questions: Weights::F32,
@@ -121,21 +129,22 @@ fn chunked_embedding_keeps_every_piece_of_a_long_text() {
     assert!(cosine(&out[1].chunks[0].vector, &short.embedding) >= 0.9999);
 }
 
-/// Questions and stored texts embed on the 8-bit graph by default: close to the full weights'
-/// vectors, and equal to them when the options ask for the full ones, each setting on its own.
+/// Questions embed on the 8-bit graph by default, stored texts when the options say so: close to
+/// the full weights' vectors, and equal to them on the full weights, each setting on its own.
 #[test]
 fn the_8_bit_graph_stays_close_to_the_full_weights_for_questions_and_stored_texts() {
     let reference = reference();
-    let int8 = MiniLm::load(&default_model_dir()).unwrap();
+    let int8 = MiniLm::load_with(&default_model_dir(), &int8_weights()).unwrap();
     let f32 = model();
     let full_questions = MiniLm::load_with(
         &default_model_dir(),
         &MiniLmOptions {
             questions: Weights::F32,
-            ..MiniLmOptions::default()
+            ..int8_weights()
         },
     )
     .unwrap();
+    let by_default = MiniLm::load(&default_model_dir()).unwrap();
     let short: Vec<&Item> = reference
         .items
         .iter()
@@ -167,6 +176,13 @@ fn the_8_bit_graph_stays_close_to_the_full_weights_for_questions_and_stored_text
             "8-bit stored text",
             text,
         );
+        // By default: 8-bit questions, stored texts on the full weights.
+        close(
+            cosine(&embed_question(&by_default, text).unwrap(), &item.embedding),
+            "8-bit question",
+            text,
+        );
+        assert!(cosine(&stored(&by_default), &item.embedding) >= 0.9999);
         // Full-weight questions beside 8-bit stored texts.
         let q = embed_question(&full_questions, text).unwrap();
         assert!(cosine(&q, &item.embedding) >= 0.9999);
@@ -178,19 +194,19 @@ fn the_8_bit_graph_stays_close_to_the_full_weights_for_questions_and_stored_text
     }
 }
 
-/// A model directory without the 8-bit graph is refused with the file named, unless questions and
-/// stored texts both embed with the full weights.
+/// A model directory without the 8-bit graph is refused with the file named, unless neither
+/// questions nor stored texts embed with it.
 #[test]
 fn a_missing_8_bit_graph_is_named_unless_nothing_runs_on_it() {
     let dir = tempfile::tempdir().unwrap();
     for file in ["model.onnx", "tokenizer.json", "config.json"] {
         std::os::unix::fs::symlink(default_model_dir().join(file), dir.path().join(file)).unwrap();
     }
-    let questions_only = MiniLmOptions {
+    let stored_only = MiniLmOptions {
         questions: Weights::F32,
-        ..MiniLmOptions::default()
+        ..int8_weights()
     };
-    for options in [MiniLmOptions::default(), questions_only] {
+    for options in [MiniLmOptions::default(), stored_only] {
         let err = MiniLm::load_with(dir.path(), &options)
             .err()
             .expect("the 8-bit graph is missing");
@@ -217,7 +233,7 @@ fn a_missing_8_bit_graph_is_named_unless_nothing_runs_on_it() {
 #[test]
 fn an_8_bit_stored_vector_depends_on_its_own_pieces_only() {
     let reference = reference();
-    let model = MiniLm::load(&default_model_dir()).unwrap();
+    let model = MiniLm::load_with(&default_model_dir(), &int8_weights()).unwrap();
     let short = reference
         .items
         .iter()

@@ -32,12 +32,13 @@ pub struct Config {
     /// recall as the full weights on the benchmarks (docs/benchmarks-scale.md); `f32`,
     /// `model.onnx`, the full weights.
     pub question_weights: Weights,
-    /// The weights the texts to store are embedded with: `int8` (default), about 1.8 times the
-    /// full weights' throughput on a CPU with the same recall on the benchmarks
-    /// (docs/benchmarks.md); `f32`, the full weights, exactly as sentence-transformers. Both make
-    /// vectors of the same model (within a cosine of ~0.995), under the same cache key: a data
-    /// directory may hold both, and a text already embedded is not embedded again when this
-    /// changes.
+    /// The weights the texts to store are embedded with: `f32` (default), the full weights,
+    /// exactly as sentence-transformers; `int8`, the 8-bit graph, about three times the
+    /// throughput on a CPU, within a question of the recall on each benchmark
+    /// (docs/benchmarks.md: one question fewer at R@5 on LongMemEval dev, the same on dev2,
+    /// LoCoMo 1k up 0.003). Both make vectors of the same model (within a cosine of ~0.995),
+    /// searched together; they are cached apart ([`aril_embed::Embedder::variant`]), so a data
+    /// directory may hold both and this can change at any time.
     pub stored_weights: Weights,
     /// Roles whose turns get dense vectors (and make up a segment's embedded text). Every turn is
     /// stored and BM25-indexed whatever its role. Default: `["user"]` — the user's own words carry
@@ -104,7 +105,7 @@ impl Default for Config {
             onnxruntime: None,
             embed_threads: None,
             question_weights: Weights::default(),
-            stored_weights: Weights::default(),
+            stored_weights: Weights::F32,
             dense_roles: vec![Role::User],
             turn_vectors: TurnVectors::Sentences,
             sentence_min_bytes: 80,

@@ -1210,17 +1210,17 @@ fn stored_weights_can_change_and_their_vectors_never_stand_in_for_each_other() {
         source_id: Some(format!("{conversation}:0")),
         ..turn("u", "s1", 0, said)
     };
-    let int8 = Config::default();
-    assert_eq!(int8.stored_weights, aril_engine::embed::Weights::Int8);
+    let int8 = Config {
+        stored_weights: aril_engine::embed::Weights::Int8,
+        ..Config::default()
+    };
     let mut engine = Engine::open(dir.path(), int8.clone()).unwrap();
     ingest(&mut engine, vec![at("c1")], true);
     assert_eq!(engine.model_work().texts, 1);
     drop(engine);
     // The same words in another conversation, stored with the full weights: embedded again.
-    let f32 = Config {
-        stored_weights: aril_engine::embed::Weights::F32,
-        ..Config::default()
-    };
+    let f32 = Config::default();
+    assert_eq!(f32.stored_weights, aril_engine::embed::Weights::F32);
     let mut engine = Engine::open(dir.path(), f32.clone()).unwrap();
     ingest(&mut engine, vec![at("c2")], true);
     assert_eq!(engine.model_work().texts, 1);
