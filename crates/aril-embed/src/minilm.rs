@@ -172,6 +172,9 @@ fn try_lock(session: &Mutex<Session>) -> Option<MutexGuard<'_, Session>> {
     }
 }
 
+/// A vector with the position of its sequence in the caller's list.
+type Numbered = (usize, Vec<f32>);
+
 /// How [`MiniLm`] runs the texts to store.
 enum StoredRuns {
     /// The full weights, in padded batches: an input of many pieces on every core, a small one
@@ -370,7 +373,7 @@ impl MiniLm {
         let next = AtomicUsize::new(0);
         let failed = AtomicBool::new(false);
         let workers = singles.len().min(seqs.len());
-        let done: Vec<Result<Vec<(usize, Vec<f32>)>, EmbedError>> = std::thread::scope(|scope| {
+        let done: Vec<Result<Vec<Numbered>, EmbedError>> = std::thread::scope(|scope| {
             let handles: Vec<_> = singles[..workers]
                 .iter()
                 .map(|session| {
