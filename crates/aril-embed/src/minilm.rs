@@ -46,13 +46,13 @@ const MODEL_FILES: [&str; 3] = ["model.onnx", "tokenizer.json", "config.json"];
 /// `model.onnx`.
 pub const INT8_MODEL_FILE: &str = "model-questions-int8.onnx";
 
-/// The weights a model runs (for questions or for stored texts: [`MiniLmOptions`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+/// The weights a model runs (for questions or for stored texts: [`MiniLmOptions`], whose
+/// defaults differ for the two).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Weights {
     /// [`INT8_MODEL_FILE`]: 8-bit weights, about twice as fast on a CPU, vectors within a
     /// cosine of ~0.995 of the full weights'.
-    #[default]
     Int8,
     /// `model.onnx`, the full weights, exactly as sentence-transformers.
     F32,
@@ -201,8 +201,6 @@ pub struct MiniLm {
     /// Run questions (on the question weights), each on one thread: one session per core (a
     /// session runs one input at a time).
     questions: Vec<Mutex<Session>>,
-    /// The weights of `bulk` and `small`.
-    stored: Weights,
     tokenizer: Tokenizer,
     cls: u32,
     sep: u32,
@@ -292,7 +290,6 @@ impl MiniLm {
         };
         Ok(Self {
             stored_runs,
-            stored: options.stored,
             questions,
             tokenizer,
             cls,
@@ -445,7 +442,10 @@ impl Embedder for MiniLm {
     }
 
     fn variant(&self) -> &str {
-        self.stored.variant()
+        match self.stored_runs {
+            StoredRuns::Batched { .. } => Weights::F32.variant(),
+            StoredRuns::Alone(_) => Weights::Int8.variant(),
+        }
     }
 
     fn dim(&self) -> usize {

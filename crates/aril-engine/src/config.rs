@@ -104,7 +104,7 @@ impl Default for Config {
             model_dir: None,
             onnxruntime: None,
             embed_threads: None,
-            question_weights: Weights::default(),
+            question_weights: Weights::Int8,
             stored_weights: Weights::F32,
             dense_roles: vec![Role::User],
             turn_vectors: TurnVectors::Sentences,

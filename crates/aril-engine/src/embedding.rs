@@ -139,15 +139,11 @@ impl Engine {
     /// weights ([`Embedder::variant`]) are keyed apart too.
     pub(crate) fn vector_key(&self, text: &str) -> String {
         let min_bytes = self.config.sentence_min_bytes.to_string();
-        let mut parts: Vec<&str> = match self.config.turn_vectors {
-            TurnVectors::Chunks => vec![],
-            TurnVectors::Sentences => vec!["sentences of at least", &min_bytes],
+        let rule: &[&str] = match self.config.turn_vectors {
+            TurnVectors::Chunks => &[],
+            TurnVectors::Sentences => &["sentences of at least", &min_bytes],
         };
-        if !self.variant.is_empty() {
-            parts.extend(["weights", &self.variant]);
-        }
-        parts.push(text);
-        content_hash(&parts)
+        cache_key(rule, &self.variant, text)
     }
 
     /// Embeddings for `texts` (same order). Returns them and the entries that are new to the cache,
@@ -265,9 +261,39 @@ impl Engine {
 /// The cache key of a pooled segment vector: distinct from the key of the same text embedded by
 /// the model.
 pub(crate) fn pooled_key(variant: &str, text: &str) -> String {
-    if variant.is_empty() {
-        content_hash(&["pooled from turn chunks", text])
-    } else {
-        content_hash(&["pooled from turn chunks", "weights", variant, text])
+    cache_key(&["pooled from turn chunks"], variant, text)
+}
+
+/// A cache key: the hash of the rule that made the vectors, the weights' variant unless it is
+/// the full weights' (`""`: so keys made before variants existed still match), and the text.
+fn cache_key(rule: &[&str], variant: &str, text: &str) -> String {
+    let mut parts = rule.to_vec();
+    if !variant.is_empty() {
+        parts.extend(["weights", variant]);
+    }
+    parts.push(text);
+    content_hash(&parts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The full weights' keys are those made before variants existed, so caches and stores
+    /// built then still serve; another variant's keys differ from them.
+    #[test]
+    fn full_weight_keys_are_the_old_keys_and_a_variant_is_keyed_apart() {
+        let text = "I keep my bike in the hallway.";
+        assert_eq!(cache_key(&[], "", text), content_hash(&[text]));
+        assert_eq!(
+            cache_key(&["sentences of at least", "80"], "", text),
+            content_hash(&["sentences of at least", "80", text])
+        );
+        assert_eq!(
+            pooled_key("", text),
+            content_hash(&["pooled from turn chunks", text])
+        );
+        assert_ne!(cache_key(&[], "int8", text), cache_key(&[], "", text));
+        assert_ne!(pooled_key("int8", text), pooled_key("", text));
     }
 }

@@ -246,8 +246,7 @@ impl Engine {
         let indexed = if options.index_later {
             Ok(())
         } else {
-            let users: Vec<&str> = unindexed.iter().map(String::as_str).collect();
-            self.index_committed(&users)
+            self.index_noted(&mut unindexed)
         };
         stored?;
         indexed?;
@@ -292,10 +291,8 @@ impl Engine {
                 }
                 if let Some(pool) = pools.starting_at(done) {
                     prepared = pools.take(self, pool, ahead)?;
-                    if !options.index_later && !unindexed.is_empty() {
-                        let users: Vec<&str> = unindexed.iter().map(String::as_str).collect();
-                        self.index_committed(&users)?;
-                        unindexed.clear();
+                    if !options.index_later {
+                        self.index_noted(unindexed)?;
                     }
                 }
                 let last = b + 1 == n_batches;
@@ -317,6 +314,17 @@ impl Engine {
                 progress(Progress { done, total });
             }
         }
+        Ok(())
+    }
+
+    /// [`Engine::index_committed`] for the users an ingest noted, who are then indexed.
+    fn index_noted(&self, users: &mut Vec<String>) -> Result<(), EngineError> {
+        if users.is_empty() {
+            return Ok(());
+        }
+        let names: Vec<&str> = users.iter().map(String::as_str).collect();
+        self.index_committed(&names)?;
+        users.clear();
         Ok(())
     }
 
