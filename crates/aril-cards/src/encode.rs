@@ -113,7 +113,7 @@ fn said_at(turns: &[Turn], sources: &[TurnId]) -> Option<DateTime<Utc>> {
 }
 
 fn kind_of(label: &str) -> Option<CardKind> {
-    serde_json::from_value(serde_json::Value::String(label.to_string())).ok()
+    CardKind::parse(label)
 }
 
 /// Turns one closed segment into cards with one model call (two when the first reply needs a

@@ -5,16 +5,17 @@ use aril_llm::bounded_strings;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-/// Card types as the model writes them (`aril_core::CardKind` in snake case).
-pub(crate) const KINDS: [&str; 7] = [
-    "fact",
-    "preference",
-    "event",
-    "constraint",
-    "procedure",
-    "failure_pattern",
-    "tool_capability",
-];
+/// Card types as the model writes them ([`aril_core::CardKind::as_str`]).
+pub(crate) const KINDS: [&str; 7] = {
+    let all = aril_core::CardKind::ALL;
+    let mut labels = [""; 7];
+    let mut i = 0;
+    while i < all.len() {
+        labels[i] = all[i].as_str();
+        i += 1;
+    }
+    labels
+};
 
 /// `YYYY`, `YYYY-MM` or `YYYY-MM-DD`.
 pub(crate) const DATE_PATTERN: &str = "^[0-9]{4}(-[0-9]{2}(-[0-9]{2})?)?$";

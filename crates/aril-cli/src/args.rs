@@ -74,8 +74,13 @@ pub enum Command {
     Demo(DemoCmd),
     /// Measure retrieval on a benchmark file with one strategy (see docs/benchmarks.md).
     Bench(BenchCmd),
-    /// Serve the native and Mem0-compatible HTTP API over the data directory.
+    /// Serve the native and Mem0-compatible HTTP API over the data directory (and the memory
+    /// inspector at /ui).
     Serve(ServeCmd),
+    /// Open the memory inspector on loopback for the local memory: browse users, segments and
+    /// cards, try recalls, see costs, edit and delete (the whole API is served beside it, without
+    /// keys, to this machine only).
+    Ui(UiCmd),
     /// Serve an OpenAI-compatible chat endpoint in front of a model (and the whole HTTP API):
     /// every chat completion gets recalled memory in its system prompt, and its exchange is
     /// stored. Point any OpenAI SDK's base URL at it.
@@ -172,6 +177,13 @@ pub struct ServeCmd {
     pub no_consolidate: bool,
     #[command(flatten)]
     pub encode: EncodeArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct UiCmd {
+    /// Loopback address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8421")]
+    pub bind: std::net::SocketAddr,
 }
 
 #[derive(Args, Debug)]
@@ -505,7 +517,7 @@ pub struct DemoCmd {
 }
 
 /// Bounds of the encoder's reply (small local models fill whatever room they get).
-#[derive(Args, Debug, Clone)]
+#[derive(Args, Debug, Clone, Default)]
 pub struct EncodeArgs {
     /// Cards per segment at most (default 12).
     #[arg(long)]

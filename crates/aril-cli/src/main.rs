@@ -212,6 +212,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Demo(cmd) => demo::run(&cli, load_config(&cli)?, cmd),
         Command::Bench(cmd) => bench::run(&cli, cmd),
         Command::Serve(cmd) => serve::run(open_for_serving(&cli)?, cmd, None),
+        Command::Ui(cmd) => serve::ui(open_for_serving(&cli)?, cmd),
         Command::Proxy(cmd) => serve::run(
             open_for_serving(&cli)?,
             &cmd.serve,

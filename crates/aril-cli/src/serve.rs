@@ -9,7 +9,7 @@ use std::sync::Arc;
 use aril_engine::llm::{ChatModel, Role};
 use aril_server::{AppState, Consolidator, ProxyConfig};
 
-use crate::args::{KeyCreateCmd, KeysCmd, ServeCmd};
+use crate::args::{EncodeArgs, KeyCreateCmd, KeysCmd, ServeCmd, UiCmd};
 use crate::models;
 
 /// `aril serve`, and with a proxy configuration `aril proxy` (the same API plus the chat routes).
@@ -67,6 +67,7 @@ pub fn run(engine: Engine, cmd: &ServeCmd, proxy: Option<ProxyConfig>) -> anyhow
         |addr| {
             // The one line scripts wait for.
             println!("aril serving on http://{addr}");
+            eprintln!("memory inspector: http://{addr}/ui");
             eprintln!("stop with Ctrl-C");
         },
         shutdown_signal(),
@@ -77,6 +78,24 @@ pub fn run(engine: Engine, cmd: &ServeCmd, proxy: Option<ProxyConfig>) -> anyhow
     served?;
     eprintln!("aril stopped");
     Ok(())
+}
+
+/// `aril ui`: [`run`] on a loopback address without keys, for the local user's browser.
+pub fn ui(engine: Engine, cmd: &UiCmd) -> anyhow::Result<()> {
+    if !cmd.bind.ip().is_loopback() {
+        bail!(
+            "aril ui serves without keys, so only on a loopback address (got {}); to open the \
+             inspector to a network, use `aril serve` with API keys: it serves /ui too",
+            cmd.bind
+        );
+    }
+    let serve = ServeCmd {
+        bind: cmd.bind,
+        no_auth: true,
+        no_consolidate: false,
+        encode: EncodeArgs::default(),
+    };
+    run(engine, &serve, None)
 }
 
 /// `aril mcp`: the MCP tools over stdio, as the local user (stdout carries the protocol only).

@@ -1,6 +1,9 @@
 //! The `aril` binary as a user drives it: the demo, idempotent imports, a kill -9 in the middle
 //! of an import, and clear errors that change nothing.
 
+#[path = "inspector/browser.rs"]
+mod browser;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

@@ -23,6 +23,37 @@ pub enum CardKind {
     ToolCapability,
 }
 
+impl CardKind {
+    /// Every type, in the order the encoder's schema lists them.
+    pub const ALL: [CardKind; 7] = [
+        CardKind::Fact,
+        CardKind::Preference,
+        CardKind::Event,
+        CardKind::Constraint,
+        CardKind::Procedure,
+        CardKind::FailurePattern,
+        CardKind::ToolCapability,
+    ];
+
+    /// The type as stored and as the model writes it (snake case).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            CardKind::Fact => "fact",
+            CardKind::Preference => "preference",
+            CardKind::Event => "event",
+            CardKind::Constraint => "constraint",
+            CardKind::Procedure => "procedure",
+            CardKind::FailurePattern => "failure_pattern",
+            CardKind::ToolCapability => "tool_capability",
+        }
+    }
+
+    /// The type named `label` ([`CardKind::as_str`]), if any.
+    pub fn parse(label: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == label)
+    }
+}
+
 /// When a card's content holds or happened.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CardTime {
@@ -75,6 +106,16 @@ pub fn parse_calendar_date(s: &str) -> Option<DateTime<Utc>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kind_labels_are_the_serialized_names() {
+        for kind in CardKind::ALL {
+            let json = serde_json::to_value(kind).unwrap();
+            assert_eq!(json, serde_json::Value::String(kind.as_str().into()));
+            assert_eq!(CardKind::parse(kind.as_str()), Some(kind));
+        }
+        assert_eq!(CardKind::parse("opinion"), None);
+    }
 
     #[test]
     fn dates_of_each_granularity_parse_and_nonsense_does_not() {

@@ -48,13 +48,14 @@ pub use aril_embed as embed;
 pub use aril_llm as llm;
 pub use aril_plan::{Plan, PlanPath, TimeWindow, Want};
 pub use aril_recall::{
-    LexicalTurnRoles, RecallConfig, SearchHit, SearchRequest, SearchResponse, SegmentUse, SourceRef,
+    Explanation, FusedUnit, LexicalTurnRoles, PathList, PathUnit, RecallConfig, SearchHit,
+    SearchRequest, SearchResponse, SegmentUse, SourceRef, Trace,
 };
 pub use aril_segment::SegmenterConfig;
 pub use aril_store::transfer::{Fingerprint, MoveProgress, MoveReport, Table};
 pub use aril_store::{
-    ApiKeyRecord, DeleteReport, PG_SCHEMA_VERSION, SCHEMA_VERSION as EMBEDDED_SCHEMA_VERSION,
-    StoreError,
+    ApiKeyRecord, DeleteReport, LlmUsage, PG_SCHEMA_VERSION,
+    SCHEMA_VERSION as EMBEDDED_SCHEMA_VERSION, StoreError,
 };
 pub use ask::{
     AskRequest, AskResponse, ContextItem, Profile, Recalled, ask_shared, recall_planned_shared,
@@ -358,6 +359,17 @@ impl Engine {
     /// Recalls the units most relevant to a question inside a scope (see [`Recall::search`]).
     pub fn search(&self, request: &SearchRequest) -> Result<SearchResponse, EngineError> {
         Ok(self.recall()?.search(request)?)
+    }
+
+    /// [`Engine::search`] with the ranked list of each retrieval path, the fused list and the
+    /// context it made (see [`Recall::explain`]): what the inspector's recall playground shows.
+    pub fn explain(&self, request: &SearchRequest) -> Result<Explanation, EngineError> {
+        Ok(self.recall()?.explain(request)?)
+    }
+
+    /// Segments by id, for display (ids not stored are absent).
+    pub fn segments_by_id(&self, ids: &[SegmentId]) -> Result<Vec<Segment>, EngineError> {
+        Ok(self.store.segments(ids)?)
     }
 
     /// Recalls the sessions most relevant to a question inside a scope, one hit per session

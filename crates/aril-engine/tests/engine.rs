@@ -32,6 +32,7 @@ aril_store::conformance!(
     a_question_naming_a_month_votes_for_what_was_said_that_month,
     a_question_asking_about_last_week_votes_for_what_was_said_since,
     a_question_about_the_present_puts_the_newest_statement_first,
+    an_explained_search_answers_as_the_search_and_shows_each_paths_list,
     sentence_vectors_find_the_sentence_of_a_long_turn_that_answers,
     an_update_is_a_new_version_that_recall_prefers_and_history_keeps,
     deleting_a_memory_removes_every_version_and_rebuilds_what_held_it,
@@ -529,6 +530,83 @@ fn a_question_naming_a_month_votes_for_what_was_said_that_month(place: &Place) {
         "{:?}",
         plain.results
     );
+}
+
+fn an_explained_search_answers_as_the_search_and_shows_each_paths_list(place: &Place) {
+    let turns = vec![
+        said_in(3, 0, "I painted a sunset over the lake with my kids."),
+        said_in(3, 1, "The weather was awful all week."),
+        said_in(5, 2, "We painted a sunrise on the beach together."),
+        said_in(5, 3, "I bought new running shoes."),
+    ];
+    let mut engine = place.open();
+    ingest(&mut engine, turns, true);
+    let asked = |query: &str| SearchRequest {
+        filter: ScopeFilter::user("u"),
+        query: query.into(),
+        k: Some(3),
+        budget: None,
+        asked_at: Some(Utc.with_ymd_and_hms(2023, 12, 1, 0, 0, 0).unwrap()),
+        condition: None,
+        threshold: None,
+    };
+    for query in ["What did they paint in May 2023?", "What shoes did I buy?"] {
+        let explained = engine.explain(&asked(query)).unwrap();
+        let searched = engine.search(&asked(query)).unwrap();
+        let ids = |r: &aril_engine::SearchResponse| -> Vec<(String, String)> {
+            r.results
+                .iter()
+                .map(|h| (h.id.clone(), format!("{:.6}", h.score)))
+                .collect()
+        };
+        assert_eq!(ids(&explained.response), ids(&searched), "{query}");
+        let paths: Vec<&str> = explained.trace.lists.iter().map(|l| l.path).collect();
+        assert!(
+            paths.contains(&"dense turns") && paths.contains(&"BM25 turns"),
+            "{paths:?}"
+        );
+        // The fused list is what the answer was packed from, in its order.
+        let fused: Vec<&str> = explained
+            .trace
+            .fused
+            .iter()
+            .map(|f| f.unit.as_str())
+            .collect();
+        let shown: Vec<&str> = explained
+            .response
+            .results
+            .iter()
+            .map(|h| h.id.as_str())
+            .collect();
+        assert_eq!(&fused[..shown.len()], &shown[..], "{query}");
+        // Each list is ranked from 1, best first, by its own score.
+        for list in &explained.trace.lists {
+            assert!(list.units.iter().zip(1..).all(|(u, rank)| u.rank == rank));
+            assert!(
+                list.units.windows(2).all(|w| w[0].score >= w[1].score),
+                "{} is best first",
+                list.path
+            );
+        }
+    }
+    // Only the question naming a month gets the date focus's lists.
+    let dated = engine
+        .explain(&asked("What did they paint in May 2023?"))
+        .unwrap();
+    let plain = engine.explain(&asked("What shoes did I buy?")).unwrap();
+    let has_dates = |e: &aril_engine::Explanation| {
+        e.trace
+            .lists
+            .iter()
+            .any(|l| l.path.starts_with("date focus"))
+    };
+    assert!(has_dates(&dated) && !has_dates(&plain));
+    // A filtered search is not explained: it is refused, not answered without its filter.
+    let filtered = SearchRequest {
+        threshold: Some(0.5),
+        ..asked("What shoes did I buy?")
+    };
+    assert!(engine.explain(&filtered).is_err());
 }
 
 fn a_question_about_the_present_puts_the_newest_statement_first(place: &Place) {

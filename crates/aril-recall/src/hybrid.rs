@@ -31,6 +31,7 @@ use aril_store::{Store, TurnFacts};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
+use crate::explain::{Explanation, FusedUnit, PathList, PathUnit, Trace};
 use crate::{LexicalTurnRoles, RecallConfig, RecallError, SegmentUse, pack, present, rrf_ranked};
 
 /// The read path over one memory: its store, the search over the store's units and the
@@ -198,6 +199,7 @@ impl Recall<'_> {
                 &vector,
                 pre,
                 condition,
+                None,
             )?);
             if let Some(threshold) = request.threshold {
                 candidates = recall.similar_enough(candidates, &vector, threshold)?;
@@ -284,7 +286,7 @@ impl Recall<'_> {
         // The admitted set is the condition's answer (a later version's `created_at` is its
         // memory's): the other lists keep what it holds.
         let ids: HashSet<&TurnId> = admitted.iter().map(|f| &f.id).collect();
-        let mut candidates = this.fused_candidates(&request.filter, query, &qv, pre, None)?;
+        let mut candidates = this.fused_candidates(&request.filter, query, &qv, pre, None, None)?;
         for c in &mut candidates {
             c.turns.retain(|t| ids.contains(&t.id));
         }
@@ -353,7 +355,8 @@ impl Recall<'_> {
             self.prefetched(&request.filter, query, None, request.asked_at, depth)?;
         let condition = request.condition.as_ref();
         let listed = self.session_list(&pre.hiding, condition, &pre.dense_turns, &mut pre.read)?;
-        let candidates = self.fused_candidates(&request.filter, query, &qv, pre, condition)?;
+        let candidates =
+            self.fused_candidates(&request.filter, query, &qv, pre, condition, None)?;
         let rank_of: HashMap<&SessionKey, usize> = listed.iter().zip(1..).collect();
         let mut seen = HashSet::new();
         let mut best: Vec<Candidate> = Vec::new();
@@ -541,7 +544,39 @@ impl Recall<'_> {
     ) -> Result<Vec<Candidate>, RecallError> {
         let (_, pre) =
             self.prefetched(filter, query, Some(qv), asked_at, self.config.candidates)?;
-        self.fused_candidates(filter, query, qv, pre, None)
+        self.fused_candidates(filter, query, qv, pre, None, None)
+    }
+
+    /// [`Recall::search`] for a request without a condition or threshold, with the lists that
+    /// made its answer ([`Explanation`]).
+    pub fn explain(&self, request: &SearchRequest) -> Result<Explanation, RecallError> {
+        if request.condition.is_some() || request.threshold.is_some() {
+            return Err(aril_core::InvalidInput(
+                "an explained search takes no filters and no threshold: ask without them".into(),
+            )
+            .into());
+        }
+        let (query, k) = checked(request, self.config.default_k)?;
+        let (qv, pre) = self.prefetched(
+            &request.filter,
+            query,
+            None,
+            request.asked_at,
+            self.config.candidates,
+        )?;
+        let mut trace = Trace::default();
+        let candidates = without_repeats(self.fused_candidates(
+            &request.filter,
+            query,
+            &qv,
+            pre,
+            None,
+            Some(&mut trace),
+        )?);
+        Ok(Explanation {
+            trace,
+            response: respond(query, &candidates, k, request.budget),
+        })
     }
 
     /// [`Recall::hybrid_candidates`] with what the search has read already ([`Prefetched`]).
@@ -552,6 +587,7 @@ impl Recall<'_> {
         qv: &[f32],
         pre: Prefetched,
         condition: Option<&Condition>,
+        mut trace: Option<&mut Trace>,
     ) -> Result<Vec<Candidate>, RecallError> {
         let Prefetched {
             mut dense_turns,
@@ -605,9 +641,53 @@ impl Recall<'_> {
             ],
             r.rrf_k,
         );
+        if let Some(trace) = trace.as_deref_mut() {
+            let paths: [(&'static str, &[Hit], f32); 11] = [
+                ("dense turns", &dense_turns, r.w_dense_turns),
+                ("BM25 turns", &lexical_turns, r.w_lexical_turns),
+                ("dense segments", &dense_segments, r.w_dense_segments),
+                ("BM25 segments", &lexical_segments, r.w_lexical_segments),
+                ("BM25 windows", &lexical_windows, r.w_lexical_windows),
+                ("speaker focus: dense", &focus.dense, r.w_focus),
+                ("speaker focus: BM25", &focus.lexical, r.w_focus),
+                ("speaker focus: windows", &focus.windows, r.w_focus),
+                ("date focus: dense", &dated.dense, r.w_dated),
+                ("date focus: BM25", &dated.lexical, r.w_dated),
+                ("date focus: windows", &dated.windows, r.w_dated),
+            ];
+            trace.lists = paths
+                .into_iter()
+                .filter(|(_, hits, weight)| *weight > 0.0 && !hits.is_empty())
+                .map(|(path, hits, weight)| PathList {
+                    path,
+                    weight,
+                    units: hits
+                        .iter()
+                        .take(c)
+                        .zip(1..)
+                        .map(|(h, rank)| PathUnit {
+                            unit: h.unit.clone(),
+                            rank,
+                            score: h.score,
+                        })
+                        .collect(),
+                })
+                .collect();
+        }
         let mut candidates = self.resolve(&fused, &hiding, condition, read)?;
-        if r.w_present > 0.0 && present::asks_about_present(query, r.present_tense) {
+        let newest_first = r.w_present > 0.0 && present::asks_about_present(query, r.present_tense);
+        if newest_first {
             present::newest_first(&mut candidates, c, r.w_present, r.rrf_k);
+        }
+        if let Some(trace) = trace {
+            trace.newest_first = newest_first;
+            trace.fused = candidates
+                .iter()
+                .map(|c| FusedUnit {
+                    unit: c.unit.clone(),
+                    score: c.score,
+                })
+                .collect();
         }
         Ok(candidates)
     }

@@ -5,6 +5,7 @@
 //!   see [`mem0`];
 //! - an MCP server at `/mcp` (streamable HTTP), the same tools `aril mcp` serves over stdio, see
 //!   [`mcp`];
+//! - the memory inspector, HTML pages under `/ui` for a browser, see [`ui`];
 //! - with `aril proxy`, an OpenAI-compatible chat endpoint in front of a model that recalls into
 //!   and stores from every exchange, see [`proxy`].
 //!
@@ -23,6 +24,7 @@ pub mod native;
 pub mod proxy;
 mod state;
 mod sweep;
+mod ui;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -133,8 +135,9 @@ pub fn router(state: AppState) -> Router {
     )
     .fallback(|| async { ApiError::not_found("no such route: see the README for the API") })
     .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-    .with_state(state)
+    .with_state(state.clone())
     .merge(mcp)
+    .merge(ui::routes(state))
 }
 
 /// Authenticates an MCP request and hands the caller to the tools through the request.

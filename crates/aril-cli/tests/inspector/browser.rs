@@ -1,0 +1,322 @@
+//! The memory inspector (`/ui`) in a real browser: Debian's Chromium, headless, driven through
+//! ChromeDriver (the WebDriver protocol, by `fantoccini`), against `aril serve` over the demo's
+//! memory. It signs in with a key, finds the segment where the dog was adopted, asks the
+//! playground why "What is the name of Sam's dog?" recalled what it did, deletes that memory
+//! (then the API no longer has it), checks that another user's key cannot open Sam's pages,
+//! and that an admin sees every user and the cost. Screenshots go to
+//! `target/tmp/ui-screenshots/`.
+//!
+//! Needs `chromium` and `chromedriver` (Debian's `chromium` and `chromium-driver`, which
+//! `scripts/test` installs): `ARIL_TEST_CHROMEDRIVER` and `ARIL_TEST_CHROMIUM` name them when
+//! they are elsewhere.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fantoccini::{Client, ClientBuilder, Locator};
+
+use super::{Served, aril, ok};
+
+/// A ChromeDriver on a free loopback port; killed when dropped.
+struct Driver {
+    child: Child,
+    url: String,
+}
+
+impl Driver {
+    fn start() -> Self {
+        let program = std::env::var("ARIL_TEST_CHROMEDRIVER")
+            .unwrap_or_else(|_| "/usr/bin/chromedriver".into());
+        assert!(
+            Path::new(&program).exists(),
+            "no ChromeDriver at {program}: install Debian's chromium and chromium-driver \
+             (scripts/test does), or name it in ARIL_TEST_CHROMEDRIVER"
+        );
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("a free port");
+        let child = Command::new(&program)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {program}: {e}"));
+        let url = format!("http://127.0.0.1:{port}");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "ChromeDriver did not start");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Driver { child, url }
+    }
+
+    /// A headless Chromium session (no network but loopback: the flags keep Chromium from
+    /// calling home).
+    async fn browser(&self, profile: &Path) -> Client {
+        let binary =
+            std::env::var("ARIL_TEST_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+        let mut caps = serde_json::Map::new();
+        caps.insert(
+            "goog:chromeOptions".into(),
+            serde_json::json!({
+                "binary": binary,
+                "args": [
+                    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                    "--disable-quic", "--no-first-run", "--disable-background-networking",
+                    "--disable-component-update", "--disable-sync", "--window-size=1280,1000",
+                    format!("--user-data-dir={}", profile.display()),
+                ],
+            }),
+        );
+        // ChromeDriver is on loopback: plain HTTP, no TLS.
+        ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+            .capabilities(caps)
+            .connect(&self.url)
+            .await
+            .expect("a Chromium session through ChromeDriver")
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Where the screenshots go.
+fn shots() -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("ui-screenshots");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+async fn screenshot(c: &Client, name: &str) {
+    let png = c.screenshot().await.unwrap();
+    assert!(png.starts_with(b"\x89PNG"), "{name}: not a PNG");
+    std::fs::write(shots().join(format!("{name}.png")), png).unwrap();
+}
+
+/// Clicks what loads another page, and waits until that page is there (the old one gone stale).
+async fn click_and_load(c: &Client, target: Locator<'_>) {
+    let old = c.find(Locator::Css("html")).await.unwrap();
+    c.find(target).await.unwrap().click().await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while old.tag_name().await.is_ok() {
+        assert!(Instant::now() < deadline, "the click loaded no page");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    c.wait().for_element(Locator::Css("body")).await.unwrap();
+}
+
+async fn text_of(c: &Client) -> String {
+    c.wait()
+        .for_element(Locator::Css("body"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
+async fn sign_in(c: &Client, base: &str, key: &str) {
+    c.goto(&format!("{base}/ui")).await.unwrap();
+    assert!(
+        c.current_url().await.unwrap().path().ends_with("/ui/login"),
+        "an unsigned browser is sent to the login page"
+    );
+    c.find(Locator::Css("input[name=key]"))
+        .await
+        .unwrap()
+        .send_keys(key)
+        .await
+        .unwrap();
+    click_and_load(c, Locator::Css("form[action='/ui/login'] button")).await;
+}
+
+/// Waits until the page says who is signed in (the login's redirects have landed).
+async fn signed_in_as(c: &Client, who: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Ok(e) = c.find(Locator::Css("span.who")).await
+            && e.text().await.is_ok_and(|t| t == who)
+        {
+            return;
+        }
+        assert!(Instant::now() < deadline, "not signed in as {who}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn sign_out(c: &Client) {
+    click_and_load(c, Locator::Css("form[action='/ui/logout'] button")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inspector_in_a_real_browser() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    ok(aril(&data).args(["demo", "--questions", "0"]));
+    let key = |args: &[&str]| {
+        ok(aril(&data).args(["keys", "create"]).args(args))
+            .trim()
+            .to_string()
+    };
+    let (sam, eve, admin) = (
+        key(&["--user", "sam"]),
+        key(&["--user", "eve"]),
+        key(&["--admin"]),
+    );
+    let served = Served::start(&data);
+    let base = served.base.clone();
+    let driver = Driver::start();
+    let c = driver.browser(&dir.path().join("chromium")).await;
+
+    // The page carries the policy that forbids scripts and other origins.
+    let http = reqwest::Client::new();
+    let login = http.get(format!("{base}/ui/login")).send().await.unwrap();
+    let csp = login.headers()["content-security-policy"].to_str().unwrap();
+    assert!(csp.contains("default-src 'none'") && !csp.contains("script-src"));
+
+    // A wrong key is refused and says so.
+    sign_in(&c, &base, "not-a-key").await;
+    assert!(text_of(&c).await.contains("not known to this server"));
+
+    // Sam's key opens Sam's timeline: the segment where the dog was adopted, with its boundary.
+    sign_in(&c, &base, &sam).await;
+    signed_in_as(&c, "user sam").await;
+    let page = text_of(&c).await;
+    assert!(page.contains("Timeline of sam"), "{page}");
+    let adopted = c
+        .find(Locator::XPath(
+            "//div[@class='turn'][.//div[contains(text(),'adopted a dog')]]",
+        ))
+        .await
+        .expect("the turn where the dog was adopted");
+    let segment = adopted
+        .find(Locator::XPath("ancestor::article"))
+        .await
+        .unwrap();
+    let boundary = segment
+        .find(Locator::Css(".boundary"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        boundary.contains("segment closed:") && boundary.contains("boundary score"),
+        "{boundary}"
+    );
+    // The adoption's segment, its turn marked, for the screenshot.
+    let anchor = adopted.attr("id").await.unwrap().unwrap();
+    c.goto(&format!("{base}/ui/user?u=sam#{anchor}"))
+        .await
+        .unwrap();
+    screenshot(&c, "timeline").await;
+
+    // The playground: every path's list, the fused list and the context with its token count.
+    c.goto(&format!("{base}/ui/recall?u=sam")).await.unwrap();
+    c.find(Locator::Css("input[name=q]"))
+        .await
+        .unwrap()
+        .send_keys("What is the name of Sam's dog?")
+        .await
+        .unwrap();
+    click_and_load(&c, Locator::Css("form.recall button")).await;
+    let page = text_of(&c).await;
+    for part in [
+        "The context as a model receives it",
+        "o200k tokens",
+        "Fused (RRF)",
+        "dense turns",
+        "BM25 turns",
+    ] {
+        assert!(page.contains(part), "the playground shows {part:?}");
+    }
+    let first = c
+        .find(Locator::Css("section.results li"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        first.contains("Pimenta"),
+        "the first result names the dog: {first}"
+    );
+    screenshot(&c, "recall").await;
+
+    // Delete the adoption turn's memory from its page, through the confirmation.
+    c.goto(&format!("{base}/ui/user?u=sam")).await.unwrap();
+    let memory_link = c
+        .find(Locator::XPath(
+            "//div[@class='turn'][.//div[contains(text(),'adopted a dog')]]//a[text()='memory']",
+        ))
+        .await
+        .unwrap();
+    let href = memory_link.attr("href").await.unwrap().unwrap();
+    let id = href.rsplit("id=").next().unwrap().to_string();
+    c.goto(&format!("{base}{href}")).await.unwrap();
+    click_and_load(&c, Locator::LinkText("Delete this memory…")).await;
+    let confirm = text_of(&c).await;
+    assert!(
+        confirm.contains("adopted a dog") && confirm.contains("cannot be undone"),
+        "{confirm}"
+    );
+    screenshot(&c, "delete").await;
+    click_and_load(&c, Locator::Css("form[action='/ui/delete'] button")).await;
+    let page = text_of(&c).await;
+    assert!(page.contains("Deleted memory"), "{page}");
+    assert!(
+        !page.contains("adopted a dog"),
+        "the turn is gone from the timeline"
+    );
+    let api = http
+        .get(format!("{base}/v1/memories/{id}/"))
+        .header("Authorization", format!("Token {sam}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(api.status(), 404, "the API no longer has the memory");
+
+    // Another user's key cannot open Sam's pages, nor the cost.
+    sign_out(&c).await;
+    sign_in(&c, &base, &eve).await;
+    signed_in_as(&c, "user eve").await;
+    for page in [
+        "/ui/user?u=sam",
+        "/ui/recall?u=sam&q=dog",
+        "/ui/cards?u=sam",
+        "/ui/cost",
+    ] {
+        c.goto(&format!("{base}{page}")).await.unwrap();
+        let text = text_of(&c).await;
+        assert!(
+            text.contains("Error 403"),
+            "{page} is refused to eve: {text}"
+        );
+        assert!(!text.contains("Pimenta"), "{page} shows nothing of sam");
+    }
+    let own = http
+        .get(format!("{base}/ui/user?u=sam"))
+        .header("Cookie", format!("aril_key={eve}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(own.status(), 403);
+
+    // An admin sees every user and the cost.
+    sign_out(&c).await;
+    sign_in(&c, &base, &admin).await;
+    signed_in_as(&c, "admin").await;
+    let page = text_of(&c).await;
+    assert!(page.contains("Users") && page.contains("sam"), "{page}");
+    c.goto(&format!("{base}/ui/cost")).await.unwrap();
+    assert!(text_of(&c).await.contains("closed segments"));
+    screenshot(&c, "cost").await;
+    c.close().await.unwrap();
+}

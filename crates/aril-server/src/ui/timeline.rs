@@ -1,0 +1,210 @@
+//! A user's conversation timeline: closed segments a page at a time in store order, each with its
+//! turns verbatim (speaker, time), the boundary that closed it (reason and score) and the cards
+//! it produced beside it, each card linking to its source turns. A new session is marked where
+//! it starts.
+
+use std::collections::HashMap;
+
+use aril_core::{Card, Segment, Turn, TurnId};
+use axum::extract::{Query, State};
+use axum::response::{IntoResponse, Response};
+use maud::{Markup, html};
+use serde::Deserialize;
+
+use super::home::{UserSummary, summary};
+use super::page::{link, page, pager, when};
+use super::{PAGE, UiError, Viewer};
+use crate::AppState;
+
+#[derive(Deserialize)]
+pub(crate) struct TimelineQuery {
+    u: Option<String>,
+    #[serde(default)]
+    offset: u64,
+    done: Option<String>,
+}
+
+/// A segment with what the page shows of it.
+struct Shown {
+    segment: Segment,
+    turns: Vec<Turn>,
+    cards: Vec<Card>,
+}
+
+pub(crate) async fn timeline(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Query(q): Query<TimelineQuery>,
+) -> Result<Response, UiError> {
+    let filter = viewer.scope(q.u)?;
+    let user = filter.user_id.clone();
+    let offset = q.offset;
+    let (about, total, shown) = state
+        .read(move |engine| {
+            let about = summary(engine, &filter.user_id)?;
+            let (segments, total) = engine.segments(&filter, offset, PAGE)?;
+            let ids: Vec<TurnId> = segments.iter().flat_map(|s| s.turns.clone()).collect();
+            let mut by_id: HashMap<TurnId, Turn> = engine
+                .turns(&ids)?
+                .into_iter()
+                .map(|t| (t.id.clone(), t))
+                .collect();
+            let shown = segments
+                .into_iter()
+                .map(|segment| {
+                    let turns = segment
+                        .turns
+                        .iter()
+                        .filter_map(|id| by_id.remove(id))
+                        .collect();
+                    let cards = engine.segment_cards(&segment.id)?;
+                    Ok(Shown {
+                        segment,
+                        turns,
+                        cards,
+                    })
+                })
+                .collect::<Result<Vec<_>, aril_engine::EngineError>>()?;
+            Ok((about, total, shown))
+        })
+        .await?;
+    let to = |o: u64| link("/ui/user", &[("u", &user), ("offset", &o.to_string())]);
+    Ok(page(
+        &format!("{user}: timeline"),
+        &viewer,
+        Some(&user),
+        html! {
+            @if let Some(done) = &q.done { p.done { (done) } }
+            h1 { "Timeline of " (user) }
+            (overview(&about))
+            p.actions {
+                a.danger href=(link("/ui/delete-user", &[("u", &user)])) { "Delete this user…" }
+            }
+            @if shown.is_empty() {
+                p { "No closed segments yet: turns are segmented as they arrive, and the last
+                     segment of a conversation closes when the topic changes, the session ends
+                     or a client flushes it." }
+            }
+            (pager(offset, PAGE, total, to))
+            @for (heading, s) in with_headings(&shown) {
+                @if let Some(heading) = heading { h2.session { (heading) } }
+                (segment(s, &user))
+            }
+            (pager(offset, PAGE, total, to))
+        },
+    )
+    .into_response())
+}
+
+/// The segments, each with the heading of the session it starts (conversation, session, date),
+/// if it starts one.
+fn with_headings(shown: &[Shown]) -> Vec<(Option<String>, &Shown)> {
+    let mut last: Option<(&str, Option<&str>)> = None;
+    shown
+        .iter()
+        .map(|s| {
+            let here = (
+                s.segment.conversation.as_str(),
+                s.turns.first().and_then(|t| t.turn.session.as_deref()),
+            );
+            let heading = (last != Some(here)).then(|| {
+                let session = here.1.map(|n| format!(" · {n}")).unwrap_or_default();
+                format!("{}{session} · {}", here.0, when(s.segment.start_time))
+            });
+            last = Some(here);
+            (heading, s)
+        })
+        .collect()
+}
+
+/// The counts at the top of a user's pages.
+fn overview(u: &UserSummary) -> Markup {
+    html! {
+        p.lead {
+            (u.turns) " turns · " (u.segments) " closed segments · " (u.cards) " current cards · last write "
+            (super::page::when(u.last_write))
+        }
+    }
+}
+
+/// One segment: its turns, its cards beside them, and the boundary that closed it.
+fn segment(s: &Shown, user: &str) -> Markup {
+    let seg = &s.segment;
+    html! {
+        article.segment id=(format!("s-{}", seg.id.0)) {
+            div.turns {
+                @for t in &s.turns {
+                    div.turn id=(format!("t-{}", t.id.0)) {
+                        div.meta {
+                            span.speaker { (speaker(t)) }
+                            " " span.time { (when(t.turn.event_time)) }
+                            @if let Some(src) = &t.turn.source_id { " " span.src { (src) } }
+                            " " a.small href=(link("/ui/memory", &[("id", &t.id.0)])) { "memory" }
+                        }
+                        div.text { (t.turn.text) }
+                    }
+                }
+            }
+            aside.cards {
+                @if s.cards.is_empty() {
+                    p.muted { "No cards (written once an encoder is configured)." }
+                }
+                @for c in &s.cards { (card(c, user, true)) }
+            }
+            div.boundary {
+                "segment closed: " strong { (seg.reason.as_str()) }
+                " · boundary score " (format!("{:.2}", seg.boundary_score))
+                " · " (seg.turns.len()) " turns · " (seg.tokens) " tokens"
+            }
+        }
+    }
+}
+
+/// The speaker's name, else the role.
+pub(crate) fn speaker(t: &Turn) -> String {
+    t.turn
+        .speaker
+        .clone()
+        .unwrap_or_else(|| t.turn.role.as_str().to_string())
+}
+
+/// A card: its type, text, entities, topics and date, and its source turns (as anchors on the
+/// timeline when `on_timeline`, else as memory pages).
+pub(crate) fn card(c: &Card, user: &str, on_timeline: bool) -> Markup {
+    html! {
+        div.card id=(format!("c-{}", c.id.0)) {
+            div.meta {
+                span.kind { (c.kind.as_str()) }
+                @if let Some(t) = c.time.as_ref().and_then(|t| t.start) {
+                    " " span.time { (t.format("%Y-%m-%d")) }
+                }
+                @if c.valid_to.is_some() { " " span.muted { "no longer holds from " (when(c.valid_to)) } }
+                " " a.small href=(link("/ui/memory", &[("id", &c.id.0)])) { "history" }
+            }
+            div.text { (c.text) }
+            div.tags {
+                @for e in &c.entities {
+                    a.entity href=(link("/ui/cards", &[("u", user), ("entity", e)])) { (e) }
+                }
+                @for t in &c.topics {
+                    a.topic href=(link("/ui/cards", &[("u", user), ("topic", t)])) { (t) }
+                }
+            }
+            div.sources {
+                "from "
+                @for t in &c.source_turns {
+                    @if on_timeline {
+                        a href=(format!("#t-{}", t.0)) { (short(&t.0)) } " "
+                    } @else {
+                        a href=(link("/ui/memory", &[("id", &t.0)])) { (short(&t.0)) } " "
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The first characters of an id, for a link's label.
+pub(crate) fn short(id: &str) -> &str {
+    id.get(..10).unwrap_or(id)
+}
