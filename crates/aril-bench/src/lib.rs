@@ -13,6 +13,7 @@
 pub mod data;
 pub mod gold;
 pub mod metrics;
+pub mod plot;
 pub mod qa;
 mod report;
 mod run;

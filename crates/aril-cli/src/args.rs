@@ -234,6 +234,9 @@ pub enum BenchName {
     /// The read path as one scope grows: stores of --sizes turns built from a LongMemEval
     /// file's sessions, each measured (ingest, bytes, open, search p50/p99, RSS, recall).
     Scale,
+    /// Draw a report made with --json (given as --data) as an SVG beside it: recall against the
+    /// context budget (or k), per category. Every `aril bench --json` run draws its own.
+    Plot,
 }
 
 #[derive(Args, Debug)]

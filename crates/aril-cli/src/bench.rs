@@ -122,6 +122,24 @@ pub(crate) fn write_json(
     Ok(())
 }
 
+/// Draws the report at `path` (JSON, as --json writes it) into an SVG beside it, and says where.
+fn plot(path: &std::path::Path) -> anyhow::Result<()> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let report: serde_json::Value = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not a report made with --json", path.display()))?;
+    let Some(svg) = aril_bench::plot::recall_svg(&report) else {
+        anyhow::bail!(
+            "{}: no recall measured at two cut-offs or more, nothing to draw",
+            path.display()
+        );
+    };
+    let out = path.with_extension("svg");
+    std::fs::write(&out, svg).with_context(|| format!("writing {}", out.display()))?;
+    println!("wrote {}", out.display());
+    Ok(())
+}
+
 pub(crate) fn cache_dir(cmd: &BenchCmd) -> PathBuf {
     cmd.cache_dir.clone().unwrap_or_else(default_cache_dir)
 }
@@ -132,6 +150,14 @@ pub fn run(cli: &Cli, cmd: &BenchCmd) -> anyhow::Result<()> {
         BenchName::Locomo => Benchmark::Locomo,
         BenchName::Hotpotqa => Benchmark::HotpotQa,
         BenchName::Scale => return crate::bench_scale::run(cli, cmd),
+        BenchName::Plot => {
+            if cmd.strategy.is_some() || cmd.json.is_some() || cmd.rankings.is_some() {
+                anyhow::bail!(
+                    "`aril bench plot` takes only --data (the report): it draws the SVG beside it"
+                );
+            }
+            return plot(&cmd.data);
+        }
     };
     let scale_only = [
         ("--sizes", cmd.sizes.is_some()),
@@ -178,6 +204,7 @@ pub fn run(cli: &Cli, cmd: &BenchCmd) -> anyhow::Result<()> {
     print!("{}", report.table());
     if let Some(path) = &cmd.json {
         crate::bench::write_json(path, &report)?;
+        plot(path)?;
     }
     if let Some(path) = &cmd.rankings {
         let mut text = String::new();
