@@ -181,6 +181,22 @@ async fn the_inspector_in_a_real_browser() {
     let csp = login.headers()["content-security-policy"].to_str().unwrap();
     assert!(csp.contains("default-src 'none'") && !csp.contains("script-src"));
 
+    // The key is kept where no script and no other site can reach it.
+    let no_redirects = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let signed = no_redirects
+        .post(format!("{base}/ui/login"))
+        .form(&[("key", sam.as_str())])
+        .send()
+        .await
+        .unwrap();
+    let cookie = signed.headers()["set-cookie"].to_str().unwrap();
+    for part in ["HttpOnly", "SameSite=Strict", "Path=/ui"] {
+        assert!(cookie.contains(part), "{cookie} lacks {part}");
+    }
+
     // A wrong key is refused and says so.
     sign_in(&c, &base, "not-a-key").await;
     assert!(text_of(&c).await.contains("not known to this server"));
