@@ -300,6 +300,20 @@ fn reading_where_no_memory_is_kept_is_an_error_that_creates_nothing() {
     );
 }
 
+/// `aril ui` serves the inspector (and the API) without keys, and so only on loopback.
+#[test]
+fn aril_ui_opens_the_local_memory_without_keys_on_loopback_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("mem");
+    ok(aril(&data).args(["add", "--user", "u", "I live in Porto"]));
+    let err = fails(aril(&data).args(["ui", "--bind", "0.0.0.0:0"]));
+    assert!(err.contains("only on a loopback address"), "{err}");
+    let served = Served::spawn(aril(&data).args(["ui", "--bind", "127.0.0.1:0"]));
+    let page = reqwest::blocking::get(format!("{}/ui/user?u=u", served.base)).unwrap();
+    assert_eq!(page.status(), 200);
+    assert!(page.text().unwrap().contains("I live in Porto"));
+}
+
 #[test]
 fn a_server_says_which_memory_it_serves() {
     let dir = tempfile::tempdir().unwrap();

@@ -451,6 +451,28 @@ impl Engine {
         Ok((self.store.turns(&ids)?, total))
     }
 
+    /// Of the scope's `last` newest turns (store order), those no closed segment holds yet: the
+    /// open segments' turns, waiting for a topic change, a session's end or a flush.
+    pub fn unsegmented_turns(
+        &self,
+        filter: &ScopeFilter,
+        last: u64,
+    ) -> Result<Vec<aril_core::Turn>, EngineError> {
+        let (_, total) = self.store.list_turn_ids(filter, 0, 0, false)?;
+        let (ids, _) = self
+            .store
+            .list_turn_ids(filter, total.saturating_sub(last), last, false)?;
+        let held: std::collections::HashSet<aril_core::TurnId> = self
+            .store
+            .segments_holding(&ids)?
+            .into_iter()
+            .flat_map(|s| s.turns)
+            .collect();
+        let open: Vec<aril_core::TurnId> =
+            ids.into_iter().filter(|id| !held.contains(id)).collect();
+        Ok(self.store.turns(&open)?)
+    }
+
     /// Turns by id, for display.
     pub fn turns(&self, ids: &[aril_core::TurnId]) -> Result<Vec<aril_core::Turn>, EngineError> {
         Ok(self.store.turns(ids)?)

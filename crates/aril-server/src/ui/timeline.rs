@@ -24,6 +24,9 @@ pub(crate) struct TimelineQuery {
     done: Option<String>,
 }
 
+/// The newest turns looked at for those not yet in a closed segment.
+const OPEN_SHOWN: u64 = 50;
+
 /// A segment with what the page shows of it.
 struct Shown {
     segment: Segment,
@@ -39,7 +42,7 @@ pub(crate) async fn timeline(
     let filter = viewer.scope(q.u)?;
     let user = filter.user_id.clone();
     let offset = q.offset;
-    let (about, total, shown) = state
+    let (about, total, shown, open) = state
         .read(move |engine| {
             let about = summary(engine, &filter.user_id)?;
             let (segments, total) = engine.segments(&filter, offset, PAGE)?;
@@ -65,7 +68,13 @@ pub(crate) async fn timeline(
                     })
                 })
                 .collect::<Result<Vec<_>, aril_engine::EngineError>>()?;
-            Ok((about, total, shown))
+            // The turns after the last closed segment, on the last page.
+            let open = if offset + PAGE >= total {
+                engine.unsegmented_turns(&filter, OPEN_SHOWN)?
+            } else {
+                Vec::new()
+            };
+            Ok((about, total, shown, open))
         })
         .await?;
     let to = |o: u64| link("/ui/user", &[("u", &user), ("offset", &o.to_string())]);
@@ -80,15 +89,20 @@ pub(crate) async fn timeline(
             p.actions {
                 a.danger href=(link("/ui/delete-user", &[("u", &user)])) { "Delete this user…" }
             }
-            @if shown.is_empty() {
-                p { "No closed segments yet: turns are segmented as they arrive, and the last
-                     segment of a conversation closes when the topic changes, the session ends
-                     or a client flushes it." }
+            @if shown.is_empty() && open.is_empty() {
+                p { "Nothing stored yet." }
             }
             (pager(offset, PAGE, total, to))
             @for (heading, s) in with_headings(&shown) {
                 @if let Some(heading) = heading { h2.session { (heading) } }
                 (segment(s, &user))
+            }
+            @if !open.is_empty() {
+                h2.session { "Not yet in a closed segment" }
+                p.muted { "A conversation's last segment closes when the topic changes, its
+                    session ends or a client flushes it (the newest " (OPEN_SHOWN) " turns are
+                    looked at)." }
+                article.segment.open { div.turns { @for t in &open { (turn(t)) } } }
             }
             (pager(offset, PAGE, total, to))
         },
@@ -133,17 +147,7 @@ fn segment(s: &Shown, user: &str) -> Markup {
     html! {
         article.segment id=(format!("s-{}", seg.id.0)) {
             div.turns {
-                @for t in &s.turns {
-                    div.turn id=(format!("t-{}", t.id.0)) {
-                        div.meta {
-                            span.speaker { (speaker(t)) }
-                            " " span.time { (when(t.turn.event_time)) }
-                            @if let Some(src) = &t.turn.source_id { " " span.src { (src) } }
-                            " " a.small href=(link("/ui/memory", &[("id", &t.id.0)])) { "memory" }
-                        }
-                        div.text { (t.turn.text) }
-                    }
-                }
+                @for t in &s.turns { (turn(t)) }
             }
             aside.cards {
                 @if s.cards.is_empty() {
@@ -156,6 +160,21 @@ fn segment(s: &Shown, user: &str) -> Markup {
                 " · boundary score " (format!("{:.2}", seg.boundary_score))
                 " · " (seg.turns.len()) " turns · " (seg.tokens) " tokens"
             }
+        }
+    }
+}
+
+/// A turn verbatim, with who said it and when, and a link to its memory.
+fn turn(t: &Turn) -> Markup {
+    html! {
+        div.turn id=(format!("t-{}", t.id.0)) {
+            div.meta {
+                span.speaker { (speaker(t)) }
+                " " span.time { (when(t.turn.event_time)) }
+                @if let Some(src) = &t.turn.source_id { " " span.src { (src) } }
+                " " a.small href=(link("/ui/memory", &[("id", &t.id.0)])) { "memory" }
+            }
+            div.text { (t.turn.text) }
         }
     }
 }
