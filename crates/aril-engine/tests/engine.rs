@@ -500,14 +500,19 @@ fn said_in(month: u32, n: u32, text: &str) -> NewTurn {
     }
 }
 
-fn a_question_naming_a_month_votes_for_what_was_said_that_month(place: &Place) {
-    // The same activity said in March and in May; only the May one was said in the month asked.
-    let turns = vec![
+/// A painting in March and another in May, each with a turn beside it.
+fn painted_in_march_and_may() -> Vec<NewTurn> {
+    vec![
         said_in(3, 0, "I painted a sunset over the lake with my kids."),
         said_in(3, 1, "The weather was awful all week."),
         said_in(5, 2, "We painted a sunrise on the beach together."),
         said_in(5, 3, "I bought new running shoes."),
-    ];
+    ]
+}
+
+fn a_question_naming_a_month_votes_for_what_was_said_that_month(place: &Place) {
+    // The same activity said in March and in May; only the May one was said in the month asked.
+    let turns = painted_in_march_and_may();
     // Only the date lists vote, so the order and the votes are theirs alone.
     let mut engine = place.open_with(only_lists(|r| r.w_dated = 1.0));
     ingest(&mut engine, turns, true);
@@ -533,12 +538,7 @@ fn a_question_naming_a_month_votes_for_what_was_said_that_month(place: &Place) {
 }
 
 fn an_explained_search_answers_as_the_search_and_shows_each_paths_list(place: &Place) {
-    let turns = vec![
-        said_in(3, 0, "I painted a sunset over the lake with my kids."),
-        said_in(3, 1, "The weather was awful all week."),
-        said_in(5, 2, "We painted a sunrise on the beach together."),
-        said_in(5, 3, "I bought new running shoes."),
-    ];
+    let turns = painted_in_march_and_may();
     let mut engine = place.open();
     ingest(&mut engine, turns, true);
     let asked = |query: &str| SearchRequest {

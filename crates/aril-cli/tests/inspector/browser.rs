@@ -216,13 +216,8 @@ async fn the_inspector_in_a_real_browser() {
         .find(Locator::XPath("ancestor::article"))
         .await
         .unwrap();
-    let boundary = segment
-        .find(Locator::Css(".boundary"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let boundary = segment.find(Locator::Css(".boundary")).await.unwrap();
+    let boundary = boundary.text().await.unwrap();
     assert!(
         boundary.contains("segment closed:") && boundary.contains("boundary score"),
         "{boundary}"
@@ -253,13 +248,8 @@ async fn the_inspector_in_a_real_browser() {
     ] {
         assert!(page.contains(part), "the playground shows {part:?}");
     }
-    let first = c
-        .find(Locator::Css("section.results li"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let first = c.find(Locator::Css("section.results li")).await.unwrap();
+    let first = first.text().await.unwrap();
     assert!(
         first.contains("Pimenta"),
         "the first result names the dog: {first}"
