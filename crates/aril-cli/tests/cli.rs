@@ -312,6 +312,24 @@ fn aril_ui_opens_the_local_memory_without_keys_on_loopback_only() {
     let page = reqwest::blocking::get(format!("{}/ui/user?u=u", served.base)).unwrap();
     assert_eq!(page.status(), 200);
     assert!(page.text().unwrap().contains("I live in Porto"));
+    // Without keys there is no cookie to withhold: a form another site's page posts is refused,
+    // and changes nothing.
+    let listed: serde_json::Value =
+        reqwest::blocking::get(format!("{}/v1/turns?user_id=u", served.base))
+            .unwrap()
+            .json()
+            .unwrap();
+    let id = listed["turns"][0]["id"].as_str().unwrap().to_string();
+    let forged = reqwest::blocking::Client::new()
+        .post(format!("{}/ui/delete", served.base))
+        .header("Origin", "http://evil.example")
+        .header("Sec-Fetch-Site", "cross-site")
+        .form(&[("id", id.as_str())])
+        .send()
+        .unwrap();
+    assert_eq!(forged.status(), 403);
+    let still = reqwest::blocking::get(format!("{}/v1/memories/{id}/", served.base)).unwrap();
+    assert_eq!(still.status(), 200, "the memory is still there");
 }
 
 #[test]

@@ -7,7 +7,8 @@
 //!
 //! The browser presents its key once, on the login page; it is kept in an `HttpOnly`,
 //! `SameSite=Strict` cookie scoped to `/ui`, so another site can neither read it nor make the
-//! browser send it (no cross-site form can delete a memory). Pages are plain HTML forms: no
+//! browser send it; a form another site's page posts is refused in any case ([`same_site_forms`]:
+//! a server without keys has no cookie to withhold). Pages are plain HTML forms: no
 //! script at all, so the Content-Security-Policy forbids every script, and nothing is loaded
 //! from anywhere but this server. Every list is paged; no page reads a whole memory.
 
@@ -62,6 +63,7 @@ pub fn routes(state: AppState) -> Router {
         .fallback(|| async { UiError::not_found("no such page") });
     Router::new()
         .nest("/ui", pages)
+        .layer(axum::middleware::from_fn(same_site_forms))
         .layer(axum::middleware::map_response(secure_headers))
         .with_state(state)
 }
@@ -84,6 +86,38 @@ async fn secure_headers(mut response: Response) -> Response {
     headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     response
+}
+
+/// Refuses a form another site's page sends (cross-site request forgery): the key cookie is
+/// `SameSite=Strict`, but a server without keys (`aril ui`) has no cookie to withhold, and a
+/// plain form post needs no CORS preflight. A browser says where a post comes from
+/// (`Sec-Fetch-Site`, `Origin`); a post from a page of this server, or from no page (a script),
+/// passes.
+async fn same_site_forms(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if request.method() == axum::http::Method::POST {
+        let headers = request.headers();
+        let text = |name: header::HeaderName| headers.get(name).and_then(|v| v.to_str().ok());
+        // The fetch metadata decides where a browser sends it; else the origin, where given.
+        let same_site = match text(header::HeaderName::from_static("sec-fetch-site")) {
+            Some(site) => site == "same-origin" || site == "none",
+            None => text(header::ORIGIN).is_none_or(|origin| {
+                origin
+                    .split_once("://")
+                    .is_some_and(|(_, host)| Some(host) == text(header::HOST))
+            }),
+        };
+        if !same_site {
+            return UiError(ApiError::forbidden(
+                "this form was sent by a page of another site: open the inspector itself and \
+                 send it from there",
+            ))
+            .into_response();
+        }
+    }
+    next.run(request).await
 }
 
 async fn stylesheet() -> impl IntoResponse {
