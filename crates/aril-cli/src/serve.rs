@@ -49,6 +49,13 @@ pub fn run(engine: Engine, cmd: &ServeCmd, proxy: Option<ProxyConfig>) -> anyhow
             None
         }
     };
+    if let Some(planner) = models::client(Role::Planner, &llm)? {
+        eprintln!(
+            "the inspector's recall playground plans with {}",
+            planner.model()
+        );
+        state = state.with_planner(Arc::new(planner));
+    }
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     let app = match proxy {
         Some(config) => {

@@ -29,6 +29,8 @@ pub struct AppState {
     pub(crate) auth: bool,
     /// The encoder that writes cards, when one is configured: Mem0's `add` then returns cards.
     pub(crate) encoder: Option<Arc<CardWriter>>,
+    /// The planner, when one is configured: the inspector's recall playground plans with it.
+    pub(crate) planner: Option<Arc<dyn ChatModel>>,
 }
 
 /// The key ring, and when it was last read from the store.
@@ -61,6 +63,7 @@ impl AppState {
             }),
             auth,
             encoder: None,
+            planner: None,
         })
     }
 
@@ -68,6 +71,13 @@ impl AppState {
     /// once with this encoder, and answer with the cards.
     pub fn with_encoder(mut self, model: Arc<dyn ChatModel>, config: EncodeConfig) -> Self {
         self.encoder = Some(Arc::new(CardWriter { model, config }));
+        self
+    }
+
+    /// Lets the inspector's recall playground plan its question with this model (one call per
+    /// recall, recorded with the other calls).
+    pub fn with_planner(mut self, model: Arc<dyn ChatModel>) -> Self {
+        self.planner = Some(model);
         self
     }
 

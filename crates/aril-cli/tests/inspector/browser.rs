@@ -326,3 +326,89 @@ async fn the_inspector_in_a_real_browser() {
     screenshot(&c, "cost").await;
     c.close().await.unwrap();
 }
+
+/// With the local model (llama-server and SmolLM2, from the cache `scripts/fetch-llm` fills):
+/// the demo's segments written into cards, then `aril ui` with the same model as its planner.
+/// The timeline shows the cards beside their segments, the cards page lists them with their
+/// history, the playground shows the plan, and the cost page the calls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inspector_shows_cards_the_plan_and_the_cost_with_the_local_model() {
+    // Its health check is a blocking client: off the async threads.
+    let model = tokio::task::spawn_blocking(aril_engine::llm::LocalServer::from_cache)
+        .await
+        .unwrap()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let with_model = |cmd: &mut Command| {
+        cmd.env("ARIL_LLM_BASE_URL", &model.endpoint().base_url)
+            .env("ARIL_LLM_MODEL", &model.endpoint().model)
+            .env_remove("ARIL_LLM_API_KEY");
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    ok(aril(&data).args(["demo", "--questions", "0"]));
+    let mut consolidate = aril(&data);
+    // Small bounds: the tiny model fills whatever room it gets, slowly.
+    consolidate.args(["consolidate", "--max-cards", "2", "--max-tokens", "400"]);
+    with_model(&mut consolidate);
+    ok(&mut consolidate);
+    let mut ui = aril(&data);
+    ui.args(["ui", "--bind", "127.0.0.1:0"]);
+    with_model(&mut ui);
+    let served = Served::spawn(&mut ui);
+    let base = served.base.clone();
+    let driver = Driver::start();
+    let c = driver.browser(&dir.path().join("chromium")).await;
+
+    // No keys: the local user is an admin at once, and the timeline shows cards.
+    c.goto(&format!("{base}/ui/user?u=sam")).await.unwrap();
+    let cards = c.find_all(Locator::Css("aside.cards .card")).await.unwrap();
+    assert!(!cards.is_empty(), "cards beside their segments");
+    let sources = c
+        .find_all(Locator::Css("aside.cards .card .sources a"))
+        .await
+        .unwrap();
+    let anchor = sources[0].attr("href").await.unwrap().unwrap();
+    assert!(
+        anchor.starts_with("#t-"),
+        "a card links to its source turn: {anchor}"
+    );
+    assert!(
+        c.find(Locator::Css(&format!("div.turn[id='{}']", &anchor[1..])))
+            .await
+            .is_ok(),
+        "its source turn is on the page"
+    );
+    screenshot(&c, "timeline-cards").await;
+
+    // The cards page lists them with their type; a card's page shows its history.
+    c.goto(&format!("{base}/ui/cards?u=sam")).await.unwrap();
+    let listed = c.find_all(Locator::Css(".cardlist .card")).await.unwrap();
+    assert!(!listed.is_empty());
+    click_and_load(&c, Locator::Css(".cardlist .card a.small")).await;
+    let page = text_of(&c).await;
+    assert!(page.contains("Versions") && page.contains("ADD"), "{page}");
+
+    // The playground plans with the model and shows the plan.
+    c.goto(&format!(
+        "{base}/ui/recall?u=sam&asked_at=2024-10-01&q=What%20is%20the%20name%20of%20Sam%27s%20dog%3F"
+    ))
+    .await
+    .unwrap();
+    let page = text_of(&c).await;
+    assert!(page.contains("The plan"), "{page}");
+    assert!(!page.contains("no planner model is configured"));
+    screenshot(&c, "recall-planned").await;
+
+    // The cost page shows the encoder's and the planner's calls.
+    c.goto(&format!("{base}/ui/cost")).await.unwrap();
+    let page = text_of(&c).await;
+    for purpose in ["encode", "plan"] {
+        assert!(
+            page.lines().any(|l| l.starts_with(purpose)),
+            "a row for {purpose}: {page}"
+        );
+    }
+    assert!(c.find(Locator::Css("svg.chart rect")).await.is_ok());
+    screenshot(&c, "cost").await;
+    c.close().await.unwrap();
+}

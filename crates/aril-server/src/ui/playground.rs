@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use aril_core::{Segment, SegmentId, Turn, TurnId, UnitId};
-use aril_engine::{AskRequest, Explanation, Recalled, SearchRequest};
+use aril_engine::{AskRequest, Explanation, Recalled, SearchRequest, recall_planned_shared};
 use axum::extract::{Query, State};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, NaiveDate, Utc};
@@ -100,11 +100,20 @@ pub(crate) async fn playground(
             single_list: false,
             known_texts: Vec::new(),
         };
+        // The planner's call (when one is configured) holds nothing; its record is stored
+        // alone, the recall beside other readers: as `aril ask` plans.
+        let planner = state.planner.clone();
+        let shared = state.clone();
+        let recalled = tokio::task::spawn_blocking(move || {
+            recall_planned_shared(&shared, &ask, planner.as_deref())
+        })
+        .await
+        .map_err(|e| ApiError::internal(format!("recall task failed: {e}")))?
+        .map_err(ApiError::from)?;
         Some(
             state
                 .read(move |engine| {
                     let explained = engine.explain(&search)?;
-                    let recalled = engine.recall_unplanned(&ask)?;
                     let units = explained
                         .trace
                         .lists
@@ -185,6 +194,20 @@ fn explained(s: &Shown, user: &str, budget: usize) -> Markup {
                 " · reranker: " (r.reranker)
             }
             pre.context { (r.context) }
+            @if r.plan_note.is_none() {
+                h3 { "The plan" }
+                ol.plan {
+                    @for (n, p) in r.plan.paths.iter().enumerate() {
+                        li {
+                            strong { (p.goal) } " — searched as “" (p.query) "”"
+                            @if !p.entities.is_empty() { " · entities: " (p.entities.join(", ")) }
+                            @if !p.topics.is_empty() { " · topics: " (p.topics.join(", ")) }
+                            " · " (r.items.iter().filter(|i| i.paths.contains(&(n + 1))).count())
+                            " of the chosen units"
+                        }
+                    }
+                }
+            }
         }
         section.results {
             h2 { "What the search returns" }
