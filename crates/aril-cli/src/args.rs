@@ -184,6 +184,10 @@ pub struct UiCmd {
     /// Loopback address to listen on.
     #[arg(long, default_value = "127.0.0.1:8421")]
     pub bind: std::net::SocketAddr,
+    /// Do not write closed segments into cards in the background, even with an encoder
+    /// configured (ARIL_LLM_*); `aril consolidate` does it by hand.
+    #[arg(long)]
+    pub no_consolidate: bool,
 }
 
 #[derive(Args, Debug)]

@@ -99,7 +99,7 @@ pub fn ui(engine: Engine, cmd: &UiCmd) -> anyhow::Result<()> {
     let serve = ServeCmd {
         bind: cmd.bind,
         no_auth: true,
-        no_consolidate: false,
+        no_consolidate: cmd.no_consolidate,
         encode: EncodeArgs::default(),
     };
     run(engine, &serve, None)

@@ -347,12 +347,14 @@ async fn the_inspector_shows_cards_the_plan_and_the_cost_with_the_local_model() 
     let data = dir.path().join("data");
     ok(aril(&data).args(["demo", "--questions", "0"]));
     let mut consolidate = aril(&data);
-    // Small bounds: the tiny model fills whatever room it gets, slowly.
-    consolidate.args(["consolidate", "--max-cards", "2", "--max-tokens", "400"]);
+    // Two segments (the first session's) are enough to show cards; small bounds: the tiny model
+    // fills whatever room it gets, slowly.
+    consolidate.args(["consolidate", "--limit", "2", "--max-cards", "1"]);
+    consolidate.args(["--max-tokens", "300"]);
     with_model(&mut consolidate);
     ok(&mut consolidate);
     let mut ui = aril(&data);
-    ui.args(["ui", "--bind", "127.0.0.1:0"]);
+    ui.args(["ui", "--bind", "127.0.0.1:0", "--no-consolidate"]);
     with_model(&mut ui);
     let served = Served::spawn(&mut ui);
     let base = served.base.clone();
