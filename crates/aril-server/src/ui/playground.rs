@@ -76,6 +76,8 @@ pub(crate) async fn playground(
     let filter = viewer.scope(q.u.clone())?;
     let user = filter.user_id.clone();
     let k = number(q.k.as_deref(), "k", 5)?;
+    // The API's bounds on k.
+    crate::native::check_k(Some(k))?;
     let budget = number(q.budget.as_deref(), "the budget", 2000)?;
     let question = q.q.trim().to_string();
     let shown = if question.is_empty() {
