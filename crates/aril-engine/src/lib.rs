@@ -176,7 +176,7 @@ pub struct Stats {
 
 impl Engine {
     /// Stored turns by id (ids not stored are absent).
-    pub(crate) fn turns_by_id(
+    pub fn turns_by_id(
         &self,
         ids: &[aril_core::TurnId],
     ) -> Result<std::collections::HashMap<aril_core::TurnId, aril_core::Turn>, EngineError> {

@@ -149,6 +149,27 @@ type LexicalLists = (Vec<Hit>, Vec<Hit>, Vec<Hit>);
 /// A unit with its rank in one list (from 1).
 type Ranked = (UnitId, usize);
 
+/// One ranked list the fusion takes: what it searches (named for an explanation), its hits,
+/// its weight, and whether it ranks segments (whose rank `SegmentUse::RankTurns` credits to
+/// their turns).
+struct FusionPath<'h> {
+    name: &'static str,
+    hits: &'h [Hit],
+    weight: f32,
+    segments: bool,
+}
+
+impl<'h> FusionPath<'h> {
+    fn new(name: &'static str, hits: &'h [Hit], weight: f32, segments: bool) -> Self {
+        Self {
+            name,
+            hits,
+            weight,
+            segments,
+        }
+    }
+}
+
 /// A fused unit with its current turns.
 pub struct Candidate {
     pub unit: UnitId,
@@ -611,57 +632,54 @@ impl Recall<'_> {
         } else {
             FocusLists::default()
         };
-        let ranked = |hits: &[Hit]| -> Vec<Ranked> {
-            hits.iter()
-                .take(c)
-                .map(|h| h.unit.clone())
-                .zip(1..)
-                .collect()
-        };
-        let (ds, ls) = match r.segments {
-            SegmentUse::Units => (ranked(&dense_segments), ranked(&lexical_segments)),
-            SegmentUse::RankTurns => (
-                self.member_turns(&dense_segments)?,
-                self.member_turns(&lexical_segments)?,
+        // Every path once, for the fusion and for an explanation alike.
+        let path = FusionPath::new;
+        let paths = [
+            path("dense turns", &dense_turns, r.w_dense_turns, false),
+            path("BM25 turns", &lexical_turns, r.w_lexical_turns, false),
+            path("dense segments", &dense_segments, r.w_dense_segments, true),
+            path(
+                "BM25 segments",
+                &lexical_segments,
+                r.w_lexical_segments,
+                true,
             ),
-        };
-        let fused = rrf_ranked(
-            &[
-                (&ranked(&dense_turns), r.w_dense_turns),
-                (&ranked(&lexical_turns), r.w_lexical_turns),
-                (&ds, r.w_dense_segments),
-                (&ls, r.w_lexical_segments),
-                (&ranked(&lexical_windows), r.w_lexical_windows),
-                (&ranked(&focus.dense), r.w_focus),
-                (&ranked(&focus.lexical), r.w_focus),
-                (&ranked(&focus.windows), r.w_focus),
-                (&ranked(&dated.dense), r.w_dated),
-                (&ranked(&dated.lexical), r.w_dated),
-                (&ranked(&dated.windows), r.w_dated),
-            ],
-            r.rrf_k,
-        );
+            path("BM25 windows", &lexical_windows, r.w_lexical_windows, false),
+            path("speaker focus: dense", &focus.dense, r.w_focus, false),
+            path("speaker focus: BM25", &focus.lexical, r.w_focus, false),
+            path("speaker focus: windows", &focus.windows, r.w_focus, false),
+            path("date focus: dense", &dated.dense, r.w_dated, false),
+            path("date focus: BM25", &dated.lexical, r.w_dated, false),
+            path("date focus: windows", &dated.windows, r.w_dated, false),
+        ];
+        let lists = paths
+            .iter()
+            .map(|p| match (p.segments, r.segments) {
+                (true, SegmentUse::RankTurns) => self.member_turns(p.hits),
+                _ => Ok(p
+                    .hits
+                    .iter()
+                    .take(c)
+                    .map(|h| h.unit.clone())
+                    .zip(1..)
+                    .collect::<Vec<Ranked>>()),
+            })
+            .collect::<Result<Vec<_>, RecallError>>()?;
+        let weighted: Vec<(&[Ranked], f32)> = lists
+            .iter()
+            .zip(&paths)
+            .map(|(list, p)| (list.as_slice(), p.weight))
+            .collect();
+        let fused = rrf_ranked(&weighted, r.rrf_k);
         if let Some(trace) = trace.as_deref_mut() {
-            let paths: [(&'static str, &[Hit], f32); 11] = [
-                ("dense turns", &dense_turns, r.w_dense_turns),
-                ("BM25 turns", &lexical_turns, r.w_lexical_turns),
-                ("dense segments", &dense_segments, r.w_dense_segments),
-                ("BM25 segments", &lexical_segments, r.w_lexical_segments),
-                ("BM25 windows", &lexical_windows, r.w_lexical_windows),
-                ("speaker focus: dense", &focus.dense, r.w_focus),
-                ("speaker focus: BM25", &focus.lexical, r.w_focus),
-                ("speaker focus: windows", &focus.windows, r.w_focus),
-                ("date focus: dense", &dated.dense, r.w_dated),
-                ("date focus: BM25", &dated.lexical, r.w_dated),
-                ("date focus: windows", &dated.windows, r.w_dated),
-            ];
             trace.lists = paths
-                .into_iter()
-                .filter(|(_, hits, weight)| *weight > 0.0 && !hits.is_empty())
-                .map(|(path, hits, weight)| PathList {
-                    path,
-                    weight,
-                    units: hits
+                .iter()
+                .filter(|p| p.weight > 0.0 && !p.hits.is_empty())
+                .map(|p| PathList {
+                    path: p.name,
+                    weight: p.weight,
+                    units: p
+                        .hits
                         .iter()
                         .take(c)
                         .zip(1..)

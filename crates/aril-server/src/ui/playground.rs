@@ -144,11 +144,7 @@ pub(crate) async fn playground(
                         .collect();
                     // A segment is shown by its first turn.
                     turn_ids.extend(segments.values().filter_map(|s| s.turns.first().cloned()));
-                    let turns = engine
-                        .turns(&turn_ids)?
-                        .into_iter()
-                        .map(|t| (t.id.clone(), t))
-                        .collect();
+                    let turns = engine.turns_by_id(&turn_ids)?;
                     Ok(Shown {
                         explained,
                         recalled,

@@ -3,8 +3,6 @@
 //! it produced beside it, each card linking to its source turns. A new session is marked where
 //! it starts.
 
-use std::collections::HashMap;
-
 use aril_core::{Card, Segment, Turn, TurnId};
 use axum::extract::{Query, State};
 use axum::response::{IntoResponse, Response};
@@ -47,11 +45,7 @@ pub(crate) async fn timeline(
             let about = summary(engine, &filter.user_id)?;
             let (segments, total) = engine.segments(&filter, offset, PAGE)?;
             let ids: Vec<TurnId> = segments.iter().flat_map(|s| s.turns.clone()).collect();
-            let mut by_id: HashMap<TurnId, Turn> = engine
-                .turns(&ids)?
-                .into_iter()
-                .map(|t| (t.id.clone(), t))
-                .collect();
+            let mut by_id = engine.turns_by_id(&ids)?;
             let shown = segments
                 .into_iter()
                 .map(|segment| {
