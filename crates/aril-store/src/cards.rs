@@ -373,12 +373,7 @@ pub(crate) fn of_scope(
 ) -> Result<Vec<Card>, StoreError> {
     let (mut clause, args) = scope_clause(filter);
     if current_only {
-        clause.push_str(" AND c.id NOT IN (SELECT supersedes FROM card_supersedes)");
-        // The time is ours, not the caller's: written into the SQL as text.
-        clause.push_str(&format!(
-            " AND (c.valid_to IS NULL OR c.valid_to > '{}')",
-            crate::sqlite::instant_text(chrono::Utc::now())
-        ));
+        clause.push_str(&crate::sqlite_inspect::current_cards_clause());
     }
     load(conn, &clause, &args)
 }

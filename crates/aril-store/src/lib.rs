@@ -9,11 +9,13 @@ mod accounting;
 mod cards;
 mod codec;
 mod error;
+mod inspect;
 pub(crate) mod postgres;
 mod schema;
 #[cfg(feature = "scratch")]
 pub mod scratch;
 pub(crate) mod sqlite;
+mod sqlite_inspect;
 mod sqlite_readers;
 mod sqlite_transfer;
 pub mod transfer;
@@ -29,6 +31,7 @@ use serde::Serialize;
 
 pub use cards::lexical_text as card_lexical_text;
 pub use error::StoreError;
+pub use inspect::{CardQuery, DailyTurns, DailyUsage, ScopeSummary};
 pub use postgres::{PG_SCHEMA_VERSION, PgSearch, PgStore, redact as redact_url};
 pub use schema::SCHEMA_VERSION;
 pub use sqlite::SqliteStore;
@@ -762,6 +765,29 @@ pub trait Store: Send + Sync {
     /// every card written or deleted, by this process or any other, so a cache of the cards can
     /// tell it is stale with one small query.
     fn cards_generation(&self, user_id: &str) -> Result<(u64, i64), StoreError>;
+    /// What one scope's memory holds: counts, text bytes, the last write.
+    fn scope_summary(&self, filter: &ScopeFilter) -> Result<ScopeSummary, StoreError>;
+    /// Every model call summed per UTC day, purpose and model, oldest day first.
+    fn llm_usage_by_day(&self) -> Result<Vec<DailyUsage>, StoreError>;
+    /// Turns stored per UTC day, oldest first, across the store.
+    fn turns_by_day(&self) -> Result<Vec<DailyTurns>, StoreError>;
+    /// One page of the cards a query admits in a scope, in store order, and how many it admits
+    /// in all (the filters run in the store, on its structured indexes).
+    fn find_cards(
+        &self,
+        filter: &ScopeFilter,
+        query: &CardQuery,
+        offset: u64,
+        limit: u64,
+    ) -> Result<(Vec<Card>, u64), StoreError>;
+    /// The turns of one session of a conversation in a scope (every version stored there), in
+    /// store order; `None` is the conversation's turns that name no session.
+    fn session_turns(
+        &self,
+        filter: &ScopeFilter,
+        conversation: &str,
+        session: Option<&str>,
+    ) -> Result<Vec<TurnId>, StoreError>;
     /// A page of one table's rows in the table's order, after `after`, at most `limit`: what
     /// [`transfer::copy`] moves to another store.
     fn export(

@@ -16,9 +16,10 @@ use rusqlite::{Connection, OptionalExtension, Row, Transaction, params, params_f
 use crate::schema::{self, SCHEMA_VERSION};
 use crate::sqlite_readers::{Reader, Readers};
 use crate::{
-    ApiKeyRecord, CardBatch, CardLookup, CardVectors, CommitReport, DeleteReport, Embedding,
-    LlmCall, LlmUsage, Neighbourhood, OpenRead, Store, StoreError, StoreStats, StoredChunk,
-    TurnDeletion, UnitKind, UnitText, UnitVectors, WriteBatch, accounting, cards, codec,
+    ApiKeyRecord, CardBatch, CardLookup, CardQuery, CardVectors, CommitReport, DailyTurns,
+    DailyUsage, DeleteReport, Embedding, LlmCall, LlmUsage, Neighbourhood, OpenRead, ScopeSummary,
+    Store, StoreError, StoreStats, StoredChunk, TurnDeletion, UnitKind, UnitText, UnitVectors,
+    WriteBatch, accounting, cards, codec, sqlite_inspect,
 };
 
 /// SQLite allows 32766 bound parameters; stay well below.
@@ -1152,6 +1153,37 @@ impl Store for SqliteStore {
             [user_id],
             |r| Ok((r.get::<_, i64>(0)? as u64, r.get(1)?)),
         )?)
+    }
+
+    fn scope_summary(&self, filter: &ScopeFilter) -> Result<ScopeSummary, StoreError> {
+        sqlite_inspect::scope_summary(&*self.conn()?, filter)
+    }
+
+    fn llm_usage_by_day(&self) -> Result<Vec<DailyUsage>, StoreError> {
+        sqlite_inspect::llm_usage_by_day(&*self.conn()?)
+    }
+
+    fn turns_by_day(&self) -> Result<Vec<DailyTurns>, StoreError> {
+        sqlite_inspect::turns_by_day(&*self.conn()?)
+    }
+
+    fn find_cards(
+        &self,
+        filter: &ScopeFilter,
+        query: &CardQuery,
+        offset: u64,
+        limit: u64,
+    ) -> Result<(Vec<Card>, u64), StoreError> {
+        sqlite_inspect::find_cards(&*self.conn()?, filter, query, offset, limit)
+    }
+
+    fn session_turns(
+        &self,
+        filter: &ScopeFilter,
+        conversation: &str,
+        session: Option<&str>,
+    ) -> Result<Vec<TurnId>, StoreError> {
+        sqlite_inspect::session_turns(&*self.conn()?, filter, conversation, session)
     }
 
     fn commit_cards(&mut self, batch: CardBatch) -> Result<(), StoreError> {

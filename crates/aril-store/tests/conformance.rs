@@ -81,6 +81,10 @@ aril_store::conformance!(
     a_store_that_searches_itself_finds_by_vector_and_by_word_and_forgets_deleted_units,
     a_role_restricted_word_search_returns_those_roles_turns_scored_as_among_all,
     segments_are_listed_a_page_at_a_time_in_store_order_with_their_total,
+    a_scopes_summary_counts_its_own_memory_only,
+    cards_are_found_a_page_at_a_time_by_kind_entity_topic_and_day,
+    calls_and_turns_are_summed_per_utc_day,
+    a_sessions_turns_are_those_said_in_it_in_store_order,
 );
 
 fn turn(user: &str, n: usize) -> TurnRecord {
@@ -1682,4 +1686,270 @@ fn current_turn_facts_narrowed_by_metadata_are_those_containing_an_object(place:
     );
     assert_eq!(found(vec![json!({"kind": "other"})]), ids(&[]));
     assert_eq!(found(vec![]), ids(&[]));
+}
+
+fn utc(y: i32, m: u32, d: u32, h: u32) -> DateTime<Utc> {
+    chrono::TimeZone::with_ymd_and_hms(&Utc, y, m, d, h, 0, 0).unwrap()
+}
+
+fn a_scopes_summary_counts_its_own_memory_only(place: &Place) {
+    let mut store = place.open();
+    let u = fill(&mut *store, "u");
+    let v = fill(&mut *store, "v");
+    let u_seg = segment("u", &u.iter().collect::<Vec<_>>());
+    let v_seg = segment("v", &v.iter().collect::<Vec<_>>());
+    let mut batch = first_card_batch(&u_seg, &u);
+    batch.cards.push(card_of(&u_seg, 2, &u[1], &["c_1"]));
+    store.commit_cards(batch).unwrap();
+    store
+        .mark_failed(&v_seg.segment.id, "the encoder failed")
+        .unwrap();
+    let w = turn("w", 1);
+    commit_turns(&mut *store, std::slice::from_ref(&w));
+    let w_seg = segment("w", &[&w]);
+    store
+        .commit(WriteBatch {
+            segments: vec![w_seg],
+            embeddings: vec![embedding("seg-w")],
+            ..Default::default()
+        })
+        .unwrap();
+
+    let of = |user: &str| store.scope_summary(&ScopeFilter::user(user)).unwrap();
+    let text_bytes: u64 = u.iter().map(|t| t.turn.turn.text.len() as u64).sum::<u64>()
+        + [1, 2]
+            .iter()
+            .map(|n| card_of(&u_seg, *n, &u[0], &[]).text.len() as u64)
+            .sum::<u64>();
+    let summary = of("u");
+    assert_eq!(
+        (summary.turns, summary.segments, summary.current_cards),
+        (3, 1, 1),
+        "the superseded card is not current"
+    );
+    assert_eq!((summary.segments_pending, summary.segments_failed), (0, 0));
+    assert_eq!(summary.text_bytes, text_bytes, "turns' and cards' text");
+    let last = summary.last_write.expect("a last write");
+    assert!((last - u[2].turn.ingest_time).num_milliseconds().abs() < 1);
+    let v = of("v");
+    assert_eq!(
+        (
+            v.turns,
+            v.current_cards,
+            v.segments_pending,
+            v.segments_failed
+        ),
+        (3, 0, 0, 1)
+    );
+    let w = of("w");
+    assert_eq!((w.turns, w.segments_pending, w.segments_failed), (1, 1, 0));
+    assert_eq!(of("nobody"), aril_store::ScopeSummary::default());
+}
+
+fn cards_are_found_a_page_at_a_time_by_kind_entity_topic_and_day(place: &Place) {
+    use aril_core::CardKind;
+    use aril_store::CardQuery;
+    let mut store = place.open();
+    let turns = fill(&mut *store, "u");
+    fill(&mut *store, "v");
+    let seg = segment("u", &turns.iter().collect::<Vec<_>>());
+    let mut batch = first_card_batch(&seg, &turns);
+    batch.cards.push(card_of(&seg, 2, &turns[1], &["c_1"]));
+    let mut taste = card_of(&seg, 3, &turns[2], &[]);
+    taste.kind = CardKind::Preference;
+    taste.entities = vec!["Melanie".into()];
+    taste.topics = vec!["Pottery".into()];
+    taste.time = None;
+    batch.cards.push(taste);
+    store.commit_cards(batch).unwrap();
+
+    let find = |query: CardQuery, offset: u64, limit: u64| {
+        let (cards, total) = store
+            .find_cards(&ScopeFilter::user("u"), &query, offset, limit)
+            .unwrap();
+        let ids: Vec<String> = cards.into_iter().map(|c| c.id.0).collect();
+        (ids, total)
+    };
+    let current = CardQuery {
+        current_only: true,
+        ..Default::default()
+    };
+    let day = |d| chrono::NaiveDate::from_ymd_opt(2023, 5, d);
+    for (query, offset, limit, expected, total) in [
+        (current.clone(), 0, 10, vec!["c_2", "c_3"], 2),
+        (CardQuery::default(), 0, 10, vec!["c_1", "c_2", "c_3"], 3),
+        (CardQuery::default(), 1, 1, vec!["c_2"], 3),
+        (CardQuery::default(), 5, 10, vec![], 3),
+        (
+            CardQuery {
+                kind: Some(CardKind::Event),
+                ..current.clone()
+            },
+            0,
+            10,
+            vec!["c_2"],
+            1,
+        ),
+        (
+            CardQuery {
+                entity: Some(" CAROLINE ".into()),
+                ..Default::default()
+            },
+            0,
+            10,
+            vec!["c_1", "c_2"],
+            2,
+        ),
+        (
+            CardQuery {
+                topic: Some("pottery".into()),
+                ..current.clone()
+            },
+            0,
+            10,
+            vec!["c_3"],
+            1,
+        ),
+        (
+            CardQuery {
+                from: day(7),
+                to: day(7),
+                ..Default::default()
+            },
+            0,
+            10,
+            vec!["c_1", "c_2"],
+            2,
+        ),
+        (
+            CardQuery {
+                from: day(8),
+                ..Default::default()
+            },
+            0,
+            10,
+            vec![],
+            0,
+        ),
+        (
+            CardQuery {
+                to: day(6),
+                ..Default::default()
+            },
+            0,
+            10,
+            vec![],
+            0,
+        ),
+    ] {
+        let shown = format!("{query:?} from {offset}, {limit}");
+        assert_eq!(
+            find(query, offset, limit),
+            (expected.into_iter().map(String::from).collect(), total),
+            "{shown}"
+        );
+    }
+    let (others, total) = store
+        .find_cards(&ScopeFilter::user("v"), &CardQuery::default(), 0, 10)
+        .unwrap();
+    assert_eq!(
+        (others.len(), total),
+        (0, 0),
+        "another user's cards are not u's"
+    );
+}
+
+fn calls_and_turns_are_summed_per_utc_day(place: &Place) {
+    let mut store = place.open();
+    let at = |call: aril_store::LlmCall, when| aril_store::LlmCall { at: when, ..call };
+    store
+        .record_llm_calls(&[
+            at(call("encode", 100, false), utc(2026, 3, 1, 23)),
+            at(call("encode", 50, false), utc(2026, 3, 1, 1)),
+            at(call("plan", 7, false), utc(2026, 3, 1, 12)),
+            at(call("encode", 30, false), utc(2026, 3, 4, 0)),
+        ])
+        .unwrap();
+    let days: Vec<(String, String, u64, u64, u64)> = store
+        .llm_usage_by_day()
+        .unwrap()
+        .into_iter()
+        .map(|d| {
+            (
+                d.day.to_string(),
+                d.purpose,
+                d.calls,
+                d.prompt_tokens,
+                d.completion_tokens,
+            )
+        })
+        .collect();
+    assert_eq!(
+        days,
+        [
+            ("2026-03-01".into(), "encode".into(), 2, 150, 20),
+            ("2026-03-01".into(), "plan".into(), 1, 7, 10),
+            ("2026-03-04".into(), "encode".into(), 1, 30, 10),
+        ]
+    );
+    let stored = |n, when| {
+        let mut t = turn("u", n);
+        t.turn.ingest_time = when;
+        t
+    };
+    commit_turns(
+        &mut *store,
+        &[
+            stored(1, utc(2026, 3, 1, 0)),
+            stored(2, utc(2026, 3, 1, 23)),
+            stored(3, utc(2026, 3, 2, 9)),
+        ],
+    );
+    let turns: Vec<(String, u64)> = store
+        .turns_by_day()
+        .unwrap()
+        .into_iter()
+        .map(|d| (d.day.to_string(), d.turns))
+        .collect();
+    assert_eq!(
+        turns,
+        [("2026-03-01".to_string(), 2), ("2026-03-02".to_string(), 1)]
+    );
+}
+
+fn a_sessions_turns_are_those_said_in_it_in_store_order(place: &Place) {
+    let mut store = place.open();
+    let said = |user: &str, n, conversation: &str, session: Option<&str>| {
+        let mut t = turn(user, n);
+        t.turn.turn.conversation = conversation.into();
+        t.turn.turn.session = session.map(String::from);
+        t.turn.id = t.turn.turn.id();
+        t
+    };
+    let turns = [
+        said("u", 1, "c", Some("s1")),
+        said("u", 2, "c", Some("s2")),
+        said("u", 3, "c", Some("s1")),
+        said("u", 4, "c", None),
+        said("u", 5, "d", Some("s1")),
+        said("v", 6, "c", Some("s1")),
+    ];
+    commit_turns(&mut *store, &turns);
+    let ids =
+        |n: &[usize]| -> Vec<TurnId> { n.iter().map(|i| turns[*i].turn.id.clone()).collect() };
+    let u = ScopeFilter::user("u");
+    assert_eq!(
+        store.session_turns(&u, "c", Some("s1")).unwrap(),
+        ids(&[0, 2])
+    );
+    assert_eq!(store.session_turns(&u, "c", Some("s2")).unwrap(), ids(&[1]));
+    assert_eq!(store.session_turns(&u, "c", None).unwrap(), ids(&[3]));
+    assert_eq!(store.session_turns(&u, "d", Some("s1")).unwrap(), ids(&[4]));
+    assert!(store.session_turns(&u, "c", Some("s3")).unwrap().is_empty());
+    assert_eq!(
+        store
+            .session_turns(&ScopeFilter::user("v"), "c", Some("s1"))
+            .unwrap(),
+        ids(&[5])
+    );
 }

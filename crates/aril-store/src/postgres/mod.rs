@@ -12,6 +12,7 @@
 
 mod backfill;
 mod cards;
+mod inspect;
 pub(crate) mod migrate;
 mod search;
 mod transfer;
@@ -30,9 +31,10 @@ use postgres::types::ToSql;
 use postgres::{Client, GenericClient, NoTls, Row, Transaction};
 
 use crate::{
-    ApiKeyRecord, CardBatch, CardLookup, CardVectors, CommitReport, DeleteReport, Embedding,
-    LlmCall, LlmUsage, Neighbourhood, OpenRead, Store, StoreError, StoreStats, StoredChunk,
-    TurnDeletion, UnitKind, UnitText, UnitVectors, WriteBatch, codec,
+    ApiKeyRecord, CardBatch, CardLookup, CardQuery, CardVectors, CommitReport, DailyTurns,
+    DailyUsage, DeleteReport, Embedding, LlmCall, LlmUsage, Neighbourhood, OpenRead, ScopeSummary,
+    Store, StoreError, StoreStats, StoredChunk, TurnDeletion, UnitKind, UnitText, UnitVectors,
+    WriteBatch, codec,
 };
 
 pub use migrate::PG_SCHEMA_VERSION;
@@ -1064,6 +1066,37 @@ impl Store for PgStore {
         Ok((r.try_get::<_, i64>(0)? as u64, r.try_get(1)?))
     }
 
+    fn scope_summary(&self, filter: &ScopeFilter) -> Result<ScopeSummary, StoreError> {
+        inspect::scope_summary(&mut *self.conn()?, filter)
+    }
+
+    fn llm_usage_by_day(&self) -> Result<Vec<DailyUsage>, StoreError> {
+        inspect::llm_usage_by_day(&mut *self.conn()?)
+    }
+
+    fn turns_by_day(&self) -> Result<Vec<DailyTurns>, StoreError> {
+        inspect::turns_by_day(&mut *self.conn()?)
+    }
+
+    fn find_cards(
+        &self,
+        filter: &ScopeFilter,
+        query: &CardQuery,
+        offset: u64,
+        limit: u64,
+    ) -> Result<(Vec<Card>, u64), StoreError> {
+        inspect::find_cards(&mut *self.conn()?, filter, query, offset, limit)
+    }
+
+    fn session_turns(
+        &self,
+        filter: &ScopeFilter,
+        conversation: &str,
+        session: Option<&str>,
+    ) -> Result<Vec<TurnId>, StoreError> {
+        inspect::session_turns(&mut *self.conn()?, filter, conversation, session)
+    }
+
     fn commit_cards(&mut self, batch: CardBatch) -> Result<(), StoreError> {
         let client = self.writer();
         let mut tx = client.transaction()?;
@@ -1115,8 +1148,7 @@ impl Store for PgStore {
     fn cards(&self, filter: &ScopeFilter, current_only: bool) -> Result<Vec<Card>, StoreError> {
         let (mut clause, args) = filter_clause("c.", filter, 1);
         if current_only {
-            clause.push_str(" AND c.id NOT IN (SELECT supersedes FROM card_supersedes)");
-            clause.push_str(" AND (c.valid_to IS NULL OR c.valid_to > now())");
+            clause.push_str(inspect::CURRENT_CARDS);
         }
         cards::load(&mut *self.conn()?, &clause, &params(&args))
     }
