@@ -54,7 +54,8 @@ pub enum Command {
     /// ids included (older versions of updated memories stay behind; `migrate-store` copies
     /// everything).
     Export(ExportCmd),
-    /// Delete everything of a scope: turns, segments, index entries, cached vectors.
+    /// Delete everything of a scope (turns, segments, cards, index entries, cached vectors), or
+    /// one session of a conversation.
     Delete(DeleteCmd),
     /// Mark one memory as no longer true from a time on, without deleting it: recall asked from
     /// then on leaves it out, its history keeps it with the interval it held. --restore undoes it.
@@ -137,8 +138,8 @@ pub struct AskCmd {
     /// o200k tokens of context at most (default 2000).
     #[arg(long)]
     pub budget: Option<usize>,
-    /// When the question is asked (RFC 3339 or YYYY-MM-DD; default now): relative dates in it
-    /// resolve against this.
+    /// When the question is asked (RFC 3339, or YYYY-MM-DD for that day's end, UTC; default
+    /// now): relative dates in it resolve against this.
     #[arg(long)]
     pub at: Option<String>,
     /// Recall and show the context without calling the answerer.
@@ -362,15 +363,10 @@ pub struct ScopeArgs {
     pub run: Option<String>,
 }
 
-/// The time an `--at` option gives: RFC 3339, or YYYY-MM-DD for the start of that day (UTC).
+/// The time a question's `--at` option gives: RFC 3339, or YYYY-MM-DD for the end of that day
+/// (UTC), as [`aril_engine::parse_asked_at`] reads it.
 pub fn parse_at(at: Option<&str>) -> anyhow::Result<Option<chrono::DateTime<chrono::Utc>>> {
-    let Some(s) = at else {
-        return Ok(None);
-    };
-    Ok(Some(match aril_engine::parse_calendar_date(s) {
-        Some(day) if s.len() == 10 => day,
-        _ => aril_engine::parse_time(s)?,
-    }))
+    Ok(at.map(aril_engine::parse_asked_at).transpose()?)
 }
 
 impl ScopeArgs {
@@ -442,8 +438,9 @@ pub struct SearchCmd {
     /// o200k tokens the results may use together.
     #[arg(long)]
     pub budget: Option<usize>,
-    /// When the question is asked (RFC 3339 or YYYY-MM-DD; default now): relative dates in it
-    /// ("last week", "two days ago") focus on the turns said around then.
+    /// When the question is asked (RFC 3339, or YYYY-MM-DD for that day's end, UTC; default
+    /// now): relative dates in it ("last week", "two days ago") focus on the turns said around
+    /// then.
     #[arg(long)]
     pub at: Option<String>,
     /// Rank sessions instead of units: one result per session (its best unit), sessions that
@@ -508,6 +505,14 @@ pub struct ExportCmd {
 pub struct DeleteCmd {
     #[command(flatten)]
     pub scope: ScopeArgs,
+    /// With --session: delete only that session of this conversation (every memory said in it,
+    /// with all its versions), not the whole scope.
+    #[arg(long, requires = "session")]
+    pub conversation: Option<String>,
+    /// The session to delete (its name as stored with its turns; the inspector's timeline shows
+    /// it). Needs --conversation.
+    #[arg(long, requires = "conversation")]
+    pub session: Option<String>,
 }
 
 #[derive(Args, Debug)]

@@ -146,13 +146,20 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Export(cmd) => export::run(&open(&cli, Open::Existing)?, cmd),
         Command::Delete(cmd) => {
             let mut engine = open(&cli, Open::Existing)?;
-            let report = engine.delete(&cmd.scope.filter()?)?;
+            let filter = cmd.scope.filter()?;
+            let (report, what) = match (&cmd.conversation, &cmd.session) {
+                (Some(conversation), Some(session)) => (
+                    engine.delete_session(&filter, conversation, Some(session))?,
+                    format!(
+                        "session {session:?} of conversation {conversation:?} of {}",
+                        cmd.scope.describe()
+                    ),
+                ),
+                _ => (engine.delete(&filter)?, cmd.scope.describe()),
+            };
             println!(
-                "deleted {} turns, {} segments and {} cached embeddings of {}",
-                report.turns,
-                report.segments,
-                report.embeddings,
-                cmd.scope.describe()
+                "deleted {} turns, {} segments and {} cached embeddings of {what}",
+                report.turns, report.segments, report.embeddings,
             );
             Ok(())
         }

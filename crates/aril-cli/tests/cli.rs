@@ -1331,3 +1331,56 @@ fn forgetting_through_the_cli(store: Option<&str>) {
     let err = fails(aril(d).args(["forget", "t_nothing"]));
     assert!(err.contains("t_nothing"), "{err}");
 }
+
+#[test]
+fn delete_takes_one_session_when_told_which() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    ok(aril(d).args(["demo", "--questions", "0"]));
+    let turns = count(d, "turns");
+    let err = fails(aril(d).args(["delete", "--user", "sam", "--session", "session_3"]));
+    assert!(err.contains("--conversation"), "{err}");
+    let err = fails(aril(d).args([
+        "delete",
+        "--user",
+        "sam",
+        "--conversation",
+        "demo",
+        "--session",
+        "session_9",
+    ]));
+    assert!(err.contains("no session \"session_9\""), "{err}");
+    assert_eq!(
+        count(d, "turns"),
+        turns,
+        "a refused deletion changes nothing"
+    );
+    let out = ok(aril(d).args([
+        "delete",
+        "--user",
+        "sam",
+        "--conversation",
+        "demo",
+        "--session",
+        "session_3",
+    ]));
+    assert!(
+        out.contains("deleted 10 turns") && out.contains("session \"session_3\""),
+        "{out}"
+    );
+    assert_eq!(count(d, "turns"), turns - 10);
+    let found = ok(aril(d).args([
+        "search",
+        "--user",
+        "sam",
+        "--k",
+        "20",
+        "my left knee started hurting",
+    ]));
+    assert!(!found.contains("started hurting"), "{found}");
+    assert!(
+        found.contains("knee is fine now"),
+        "the next session stays: {found}"
+    );
+    ok(aril(d).arg("check"));
+}

@@ -21,6 +21,15 @@ pub enum EngineError {
     #[error("no memory with id {0:?}: check the id (a memory's id is that of its first version)")]
     UnknownMemory(String),
     #[error(
+        "no session {} in conversation {conversation:?} of this scope: check the names (the \
+         timeline shows each session's)",
+        session.as_deref().map_or("without a name".to_string(), |s| format!("{s:?}"))
+    )]
+    UnknownSession {
+        conversation: String,
+        session: Option<String>,
+    },
+    #[error(
         "memory {0:?} is immutable (it was added with immutable: true): delete it and add the new \
          text as a new memory"
     )]

@@ -5,9 +5,11 @@
 //! the same segments without those turns (with fresh vectors), open segments drop them, and the
 //! lexical index, the vector index and the embedding cache lose every trace.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
-use aril_core::{Lifecycle, Metadata, NewTurn, Scope, Segment, Turn, TurnId, UnitId, tokens};
+use aril_core::{
+    Lifecycle, Metadata, NewTurn, Scope, ScopeFilter, Segment, Turn, TurnId, UnitId, tokens,
+};
 use aril_segment::Closed;
 use aril_store::{DeleteReport, OpenSegmentRecord, RevisionRecord, TurnDeletion};
 use chrono::{DateTime, Utc};
@@ -220,9 +222,71 @@ impl Engine {
     /// When another writer advances an open segment holding the memory meanwhile (a shared
     /// store), the deletion is prepared again from what the store then holds.
     pub fn delete_memory(&mut self, id: &TurnId) -> Result<DeleteReport, EngineError> {
+        self.deleting_again_on_conflict(|engine| {
+            let versions = engine.store.memory_versions(id)?;
+            if versions.is_empty() {
+                return Err(EngineError::UnknownMemory(id.0.clone()));
+            }
+            engine.try_delete_turns(&versions)
+        })
+    }
+
+    /// Deletes one session of a conversation in a scope: every memory said in it, each with
+    /// all its versions (wherever they were stored), with the same purge as [`Self::delete_memory`].
+    /// `session: None` is the conversation's turns that name no session.
+    pub fn delete_session(
+        &mut self,
+        filter: &ScopeFilter,
+        conversation: &str,
+        session: Option<&str>,
+    ) -> Result<DeleteReport, EngineError> {
+        self.deleting_again_on_conflict(|engine| {
+            let versions = engine.session_memories(filter, conversation, session)?;
+            engine.try_delete_turns(&versions)
+        })
+    }
+
+    /// The turns [`Self::delete_session`] would delete: each memory said in the session, with
+    /// all its versions, in store order of first mention. An unknown session is an error.
+    pub fn session_memories(
+        &self,
+        filter: &ScopeFilter,
+        conversation: &str,
+        session: Option<&str>,
+    ) -> Result<Vec<TurnId>, EngineError> {
+        let said = self.store.session_turns(filter, conversation, session)?;
+        if said.is_empty() {
+            return Err(EngineError::UnknownSession {
+                conversation: conversation.to_string(),
+                session: session.map(str::to_string),
+            });
+        }
+        let memories = self.store.memory_ids(&said)?;
+        let mut versions: Vec<TurnId> = Vec::new();
+        let mut seen: HashSet<TurnId> = HashSet::new();
+        for turn in &said {
+            let memory = memories.get(turn).unwrap_or(turn);
+            if !seen.insert(memory.clone()) {
+                continue;
+            }
+            for v in self.store.memory_versions(memory)? {
+                if !versions.contains(&v) {
+                    versions.push(v);
+                }
+            }
+        }
+        Ok(versions)
+    }
+
+    /// Runs a deletion, preparing it again when another writer advanced an open segment it
+    /// touches meanwhile (a shared store).
+    fn deleting_again_on_conflict(
+        &mut self,
+        mut delete: impl FnMut(&mut Self) -> Result<DeleteReport, EngineError>,
+    ) -> Result<DeleteReport, EngineError> {
         let mut attempt = 1;
         loop {
-            match self.try_delete_memory(id) {
+            match delete(self) {
                 Err(EngineError::Store(aril_store::StoreError::Conflict(what))) if attempt < 20 => {
                     tracing::debug!(%what, attempt, "another writer went first; deleting again");
                     attempt += 1;
@@ -232,11 +296,10 @@ impl Engine {
         }
     }
 
-    fn try_delete_memory(&mut self, id: &TurnId) -> Result<DeleteReport, EngineError> {
-        let versions = self.store.memory_versions(id)?;
-        if versions.is_empty() {
-            return Err(EngineError::UnknownMemory(id.0.clone()));
-        }
+    /// Deletes the given turns (whole memories: every version of each) everywhere: store,
+    /// segments (rebuilt without them), indexes and cache.
+    fn try_delete_turns(&mut self, versions: &[TurnId]) -> Result<DeleteReport, EngineError> {
+        let versions = versions.to_vec();
         let turns = self.store.turns(&versions)?;
         let holding = self.store.segments_holding(&versions)?;
         let mut replacements = Vec::new();

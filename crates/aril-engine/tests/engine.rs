@@ -36,6 +36,7 @@ aril_store::conformance!(
     sentence_vectors_find_the_sentence_of_a_long_turn_that_answers,
     an_update_is_a_new_version_that_recall_prefers_and_history_keeps,
     deleting_a_memory_removes_every_version_and_rebuilds_what_held_it,
+    deleting_a_session_deletes_every_memory_said_in_it_and_nothing_else,
     a_short_reply_is_found_by_its_window_and_a_deleted_turn_leaves_its_neighbours_windows,
     the_bm25_turn_list_ranks_the_dense_roles_turns_unless_told_all,
     session_search_shows_each_session_once_and_lifts_sessions_that_speak_of_it_in_several_turns,
@@ -1480,6 +1481,60 @@ fn deleting_a_memory_removes_every_version_and_rebuilds_what_held_it(place: &Pla
     // What is left still recalls.
     let r = search(&mut engine, "u", "marathon in Lisbon", 3);
     assert!(texts(&r).contains("Lisbon"), "{}", texts(&r));
+}
+
+fn deleting_a_session_deletes_every_memory_said_in_it_and_nothing_else(place: &Place) {
+    let mut engine = place.open();
+    ingest(&mut engine, conversation("u"), true);
+    ingest(&mut engine, conversation("v"), true);
+    let adopted = turn_id(&engine, "u", "s1:0");
+    engine
+        .update_memory(&adopted, &text_edit("I adopted a greyhound called Faisca."))
+        .unwrap();
+    let u = ScopeFilter::user("u");
+    let before = engine.stats().unwrap();
+
+    // An unknown session is refused and changes nothing.
+    let unknown = engine.delete_session(&u, "c1", Some("s9"));
+    assert!(
+        matches!(unknown, Err(EngineError::UnknownSession { .. })),
+        "{unknown:?}"
+    );
+    assert!(engine.delete_session(&u, "c2", Some("s1")).is_err());
+    assert_eq!(engine.stats().unwrap().store, before.store);
+
+    let doomed = engine.session_memories(&u, "c1", Some("s1")).unwrap();
+    assert_eq!(doomed.len(), 5, "four turns, and the update's version");
+    let report = engine.delete_session(&u, "c1", Some("s1")).unwrap();
+    assert_eq!(report.turns, 5);
+    let after = engine.stats().unwrap();
+    assert_eq!(after.store.turns, before.store.turns - 5);
+    assert!(engine.memory(&adopted).unwrap().is_none());
+    let r = search(
+        &mut engine,
+        "u",
+        "adopted beagle Pimenta greyhound Faisca howls",
+        10,
+    );
+    assert!(
+        !texts(&r).contains("Pimenta") && !texts(&r).contains("Faisca"),
+        "{}",
+        texts(&r)
+    );
+    let r = search(&mut engine, "u", "marathon in Lisbon", 3);
+    assert!(
+        texts(&r).contains("Lisbon"),
+        "the other session stays: {}",
+        texts(&r)
+    );
+    let r = search(&mut engine, "v", "adopted beagle Pimenta", 3);
+    assert!(
+        texts(&r).contains("Pimenta"),
+        "another user's session stays: {}",
+        texts(&r)
+    );
+    assert!(engine.session_memories(&u, "c1", Some("s1")).is_err());
+    engine.check_integrity().unwrap();
 }
 
 #[test]
