@@ -13,7 +13,7 @@ use crate::args::{EncodeArgs, KeyCreateCmd, KeysCmd, ServeCmd, UiCmd};
 use crate::models;
 
 /// `aril serve`, and with a proxy configuration `aril proxy` (the same API plus the chat routes).
-pub fn run(engine: Engine, cmd: &ServeCmd, proxy: Option<ProxyConfig>) -> anyhow::Result<()> {
+pub fn run(mut engine: Engine, cmd: &ServeCmd, proxy: Option<ProxyConfig>) -> anyhow::Result<()> {
     aril_server::check_open_bind(cmd.bind, !cmd.no_auth)?;
     let keys = engine.api_keys()?;
     if keys.is_empty() && !cmd.no_auth {
@@ -24,6 +24,11 @@ pub fn run(engine: Engine, cmd: &ServeCmd, proxy: Option<ProxyConfig>) -> anyhow
     }
     eprintln!("{}", memory_line(&engine)?);
     let llm = engine.config().llm.clone();
+    // A cross-encoder reorders each plan path's head, as in `aril ask`; the playground shows how.
+    if let Some(reranker) = models::reranker(&llm)? {
+        eprintln!("planned recall reranks with {}", reranker.model());
+        engine.set_reranker(Some(reranker));
+    }
     let mut state = AppState::new(engine, !cmd.no_auth)?;
     let encoder = if cmd.no_consolidate {
         None

@@ -7,9 +7,11 @@
 //! dates and source-turn snippets. The context is shown newest first, and the answer prompt tells
 //! the model to prefer the most recent information.
 //!
-//! No cross-encoder runs here: none is available offline, and the output says so
-//! ([`Recalled::reranker`]). Without a planner the question itself is the one path, and the
-//! output says that too ([`Recalled::plan_note`]).
+//! A cross-encoder, when one is configured ([`Engine::set_reranker`], an endpoint of the user's:
+//! no registry package carries weights), reorders the head of each path's list before the paths
+//! are fused; the output names it, or says why none ran ([`Recalled::reranker`]), and keeps what
+//! it moved ([`Recalled::reranked`]). Without a planner the question itself is the one path, and
+//! the output says that too ([`Recalled::plan_note`]).
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
@@ -55,6 +57,8 @@ struct Chosen {
     scores: HashMap<Unit, f32>,
     /// What reranked the paths (or why nothing did).
     reranker: String,
+    /// What the reranker did to each path it reordered.
+    reranked: Vec<PathRerank>,
 }
 
 /// A question to recall (and answer) for.
@@ -110,6 +114,8 @@ pub struct Recalled {
     pub plan_note: Option<String>,
     /// Which cross-encoder reranked the paths, or why none did.
     pub reranker: String,
+    /// What the cross-encoder did to each path's head (empty when none ran).
+    pub reranked: Vec<PathRerank>,
     /// The chosen units, best first.
     pub items: Vec<ContextItem>,
     /// The context as the answerer sees it: the items newest first.
@@ -117,6 +123,27 @@ pub struct Recalled {
     pub context_tokens: usize,
     /// The planner's calls.
     pub cost: CallCost,
+}
+
+/// What a cross-encoder did to the head of one plan path's list: each unit with its rank before
+/// (by RRF of the path's lists) and after, and its score, in the new order.
+#[derive(Debug, Clone, Serialize)]
+pub struct PathRerank {
+    /// The plan path (from 1).
+    pub path: usize,
+    pub units: Vec<RerankedUnit>,
+}
+
+/// One unit of a reranked head.
+#[derive(Debug, Clone, Serialize)]
+pub struct RerankedUnit {
+    /// `card` or `turn`.
+    pub kind: UnitKind,
+    pub id: String,
+    /// Ranks from 1.
+    pub before: usize,
+    pub after: usize,
+    pub score: f32,
 }
 
 /// An answer with the context it was given and what it cost.
@@ -215,15 +242,16 @@ impl Engine {
         }
     }
 
-    /// Reorders the head of a path's list by the cross-encoder's scores for the path's query.
+    /// Reorders the head of a path's list by the cross-encoder's scores for the path's query,
+    /// and says how (`None` when no cross-encoder is configured).
     fn rerank_path(
         &self,
         filter: &ScopeFilter,
         query: &str,
         list: &mut [Unit],
-    ) -> Result<(), EngineError> {
+    ) -> Result<Option<Vec<RerankedUnit>>, EngineError> {
         let Some(reranker) = self.reranker.clone() else {
-            return Ok(());
+            return Ok(None);
         };
         let head = list.len().min(RERANK_TOP);
         let turn_ids: Vec<TurnId> = list[..head]
@@ -244,12 +272,30 @@ impl Engine {
             .map(Option::unwrap_or_default)
             .collect();
         let scores = reranker.rerank(query, &texts)?;
-        let mut scored: Vec<(Unit, f32)> = list[..head].iter().cloned().zip(scores).collect();
-        scored.sort_by(|a, b| b.1.total_cmp(&a.1));
-        for (slot, (u, _)) in list[..head].iter_mut().zip(scored) {
+        let mut scored: Vec<(usize, Unit, f32)> = list[..head]
+            .iter()
+            .cloned()
+            .zip(scores)
+            .enumerate()
+            .map(|(before, (u, score))| (before, u, score))
+            .collect();
+        scored.sort_by(|a, b| b.2.total_cmp(&a.2));
+        let mut moved = Vec::with_capacity(scored.len());
+        for (after, (slot, (before, u, score))) in list[..head].iter_mut().zip(scored).enumerate() {
+            let (kind, id) = match &u {
+                Unit::Card(c) => (UnitKind::Card, c.0.clone()),
+                Unit::Turn(t) => (UnitKind::Turn, t.0.clone()),
+            };
+            moved.push(RerankedUnit {
+                kind,
+                id,
+                before: before + 1,
+                after: after + 1,
+                score,
+            });
             *slot = u;
         }
-        Ok(())
+        Ok(Some(moved))
     }
 
     /// Plans the question (one call with `planner`, else the question itself is the one path),
@@ -293,14 +339,19 @@ impl Engine {
         let mut path_lists: Vec<Vec<Unit>> = Vec::with_capacity(plan.paths.len());
         let per_list = PER_LIST.max(2 * k);
         let mut rerank_failure: Option<String> = None;
-        for path in &plan.paths {
+        let mut reranked: Vec<PathRerank> = Vec::new();
+        for (n, path) in plan.paths.iter().enumerate() {
             let lists = self.path_lists(filter, path, per_list, asked_at)?;
             let views: Vec<(&[(Unit, usize)], f32)> =
                 lists.iter().map(|l| (l.as_slice(), 1.0)).collect();
             let fused = rrf_ranked(&views, self.config.recall.rrf_k);
             let mut list: Vec<Unit> = fused.into_iter().map(|(u, _)| u).collect();
-            if let Err(e) = self.rerank_path(filter, &path.query, &mut list) {
-                rerank_failure.get_or_insert_with(|| e.to_string());
+            match self.rerank_path(filter, &path.query, &mut list) {
+                Ok(Some(units)) => reranked.push(PathRerank { path: n + 1, units }),
+                Ok(None) => {}
+                Err(e) => {
+                    rerank_failure.get_or_insert_with(|| e.to_string());
+                }
             }
             path_lists.push(list);
         }
@@ -343,6 +394,7 @@ impl Engine {
                 path_lists,
                 scores,
                 reranker,
+                reranked,
             },
             k,
             budget,
@@ -386,6 +438,7 @@ impl Engine {
                 chosen,
                 scores,
                 reranker: "none: the single-list ablation reranks nothing".into(),
+                reranked: Vec::new(),
             },
             k,
             budget,
@@ -468,6 +521,7 @@ impl Engine {
             plan: c.plan,
             plan_note: c.plan_note,
             reranker: c.reranker,
+            reranked: c.reranked,
             items,
             context_tokens: tokens::count(&context),
             context,

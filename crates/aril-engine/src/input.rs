@@ -133,6 +133,20 @@ pub fn parse_valid_to(s: &str) -> Result<DateTime<Utc>, EngineError> {
     parse_day_or_time(s, 0, "time", "2025-06-30: from that day on, UTC")
 }
 
+/// When a question is asked: RFC 3339, or a date `YYYY-MM-DD`, taken as that day's last second
+/// (UTC), so that what was said during the day was said before the question. One rule for every
+/// front end (`aril ask --at`, `aril search --at`, the inspector's playground).
+pub fn parse_asked_at(s: &str) -> Result<DateTime<Utc>, EngineError> {
+    let s = s.trim();
+    let at = parse_day_or_time(s, 1, "question time", "2024-05-03: at that day's end, UTC")?;
+    let is_day = chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").is_ok();
+    Ok(if is_day {
+        at - chrono::Duration::seconds(1)
+    } else {
+        at
+    })
+}
+
 /// RFC 3339, or a date `YYYY-MM-DD` taken as the midnight (UTC) `days_on` days after it; the
 /// error names `what` was bad and shows a date as `example` explains it.
 fn parse_day_or_time(
@@ -233,6 +247,23 @@ mod tests {
 
     fn now() -> DateTime<Utc> {
         parse_time("2025-01-02T03:04:05Z").unwrap()
+    }
+
+    #[test]
+    fn a_question_asked_on_a_day_is_asked_at_its_end() {
+        assert_eq!(
+            parse_asked_at(" 2024-05-03 ").unwrap(),
+            parse_time("2024-05-03T23:59:59Z").unwrap()
+        );
+        assert_eq!(
+            parse_asked_at("2024-05-03T08:00:00+02:00").unwrap(),
+            parse_time("2024-05-03T06:00:00Z").unwrap()
+        );
+        let err = parse_asked_at("May 3rd").unwrap_err().to_string();
+        assert!(
+            err.contains("question time") && err.contains("2024-05-03"),
+            "{err}"
+        );
     }
 
     #[test]

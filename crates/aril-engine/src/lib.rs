@@ -18,6 +18,7 @@ mod embedding;
 mod error;
 mod ingest;
 mod input;
+mod inspect;
 mod keys;
 mod lock;
 mod memory;
@@ -54,11 +55,12 @@ pub use aril_recall::{
 pub use aril_segment::SegmenterConfig;
 pub use aril_store::transfer::{Fingerprint, MoveProgress, MoveReport, Table};
 pub use aril_store::{
-    ApiKeyRecord, DeleteReport, LlmUsage, PG_SCHEMA_VERSION,
-    SCHEMA_VERSION as EMBEDDED_SCHEMA_VERSION, StoreError,
+    ApiKeyRecord, CardQuery, DailyTurns, DailyUsage, DeleteReport, LlmUsage, PG_SCHEMA_VERSION,
+    SCHEMA_VERSION as EMBEDDED_SCHEMA_VERSION, ScopeSummary, StoreError,
 };
 pub use ask::{
-    AskRequest, AskResponse, ContextItem, Profile, Recalled, ask_shared, recall_planned_shared,
+    AskRequest, AskResponse, ContextItem, PathRerank, Profile, Recalled, RerankedUnit, ask_shared,
+    recall_planned_shared,
 };
 pub use card_memory::CardMemory;
 pub use config::{Config, SegmentVectors, TurnVectors};
@@ -69,7 +71,9 @@ pub use consolidate::{
 pub use embedding::{ModelWorkDone, stored_chunks};
 pub use error::EngineError;
 pub use ingest::{IngestOptions, IngestReport, Prepared, Progress, Stored};
-pub use input::{TurnDefaults, TurnIn, parse_expiry, parse_lifecycle, parse_time, parse_valid_to};
+pub use input::{
+    TurnDefaults, TurnIn, parse_asked_at, parse_expiry, parse_lifecycle, parse_time, parse_valid_to,
+};
 pub use keys::{Grant, KeyRing};
 pub use memory::{MemoryEdit, MemoryView};
 pub use metered::CallCost;

@@ -288,6 +288,28 @@ fn a_reranker_reorders_each_path_and_a_failing_one_is_reported_not_hidden(place:
         "the cross-encoder's favourite leads: {}",
         reranked.context
     );
+    // What it did is kept: the path's head in its new order, each unit with both ranks.
+    assert!(
+        plain.reranked.is_empty(),
+        "nothing reranked without a cross-encoder"
+    );
+    let path = &reranked.reranked[0];
+    assert_eq!(path.path, 1);
+    let afters: Vec<usize> = path.units.iter().map(|u| u.after).collect();
+    assert_eq!(afters, (1..=path.units.len()).collect::<Vec<_>>());
+    let mut befores: Vec<usize> = path.units.iter().map(|u| u.before).collect();
+    befores.sort_unstable();
+    assert_eq!(befores, afters, "every unit of the head keeps a place");
+    let lead = &path.units[0];
+    assert_eq!(lead.score, 1.0);
+    assert!(lead.before > 1, "the marathon unit moved up: {path:?}");
+    assert_eq!(lead.id, reranked.items[0].id, "{path:?}");
+    assert!(
+        path.units
+            .iter()
+            .any(|u| u.score == 0.0 && u.after > u.before),
+        "the dog's units moved down: {path:?}"
+    );
     engine.set_reranker(Some(std::sync::Arc::new(ByWord(None))));
     let failed = engine.recall_planned(&req, None).unwrap();
     assert!(

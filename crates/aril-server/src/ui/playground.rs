@@ -1,15 +1,18 @@
 //! The recall playground: a question (and when it is asked) against one user's memory, showing
 //! each retrieval path's ranked list with its own scores, the fused list, what the search
 //! returns (as `/v1/search` and Mem0's search do), and the context exactly as `aril ask` and the
-//! proxy hand it to a model, with its o200k token count against the budget.
+//! proxy hand it to a model, with its o200k token count against the budget; with a planner
+//! configured, the plan; with a cross-encoder configured, what it did to each path's head.
 
 use std::collections::HashMap;
 
-use aril_core::{Segment, SegmentId, Turn, TurnId, UnitId};
-use aril_engine::{AskRequest, Explanation, Recalled, SearchRequest, recall_planned_shared};
+use aril_core::{CardId, Segment, SegmentId, Turn, TurnId, UnitId, UnitKind};
+use aril_engine::{
+    AskRequest, Explanation, Recalled, RerankedUnit, SearchRequest, recall_planned_shared,
+};
 use axum::extract::{Query, State};
 use axum::response::{IntoResponse, Response};
-use chrono::{DateTime, NaiveDate, Utc};
+use chrono::{DateTime, Utc};
 use maud::{Markup, html};
 use serde::Deserialize;
 
@@ -54,18 +57,13 @@ fn number(field: Option<&str>, what: &str, default: usize) -> Result<usize, UiEr
     }
 }
 
-/// `YYYY-MM-DD` (the end of that day, UTC) or an RFC 3339 time; empty is now.
+/// `YYYY-MM-DD` (the end of that day, UTC) or an RFC 3339 time, as `aril ask --at` reads it;
+/// empty is now.
 fn asked_at(s: &str) -> Result<DateTime<Utc>, UiError> {
-    let s = s.trim();
-    if s.is_empty() {
-        return Ok(Utc::now());
+    match s.trim() {
+        "" => Ok(Utc::now()),
+        s => Ok(aril_engine::parse_asked_at(s)?),
     }
-    if let Ok(day) = NaiveDate::parse_from_str(s, "%Y-%m-%d")
-        && let Some(end) = day.and_hms_opt(23, 59, 59)
-    {
-        return Ok(end.and_utc());
-    }
-    Ok(aril_engine::parse_time(s)?)
 }
 
 pub(crate) async fn playground(
@@ -129,8 +127,14 @@ pub(crate) async fn playground(
                                 .take(FUSED_SHOWN)
                                 .map(|f| &f.unit),
                         );
+                    let reranked = recalled
+                        .reranked
+                        .iter()
+                        .flat_map(|p| &p.units)
+                        .map(rerank_unit);
+                    let units: Vec<UnitId> = units.cloned().chain(reranked).collect();
                     let (mut turn_ids, mut segment_ids) = (Vec::new(), Vec::new());
-                    for unit in units {
+                    for unit in &units {
                         match unit {
                             UnitId::Turn(id) => turn_ids.push(id.clone()),
                             UnitId::Segment(id) => segment_ids.push(id.clone()),
@@ -207,6 +211,24 @@ fn explained(s: &Shown, user: &str, budget: usize) -> Markup {
                 }
             }
         }
+        @if !r.reranked.is_empty() {
+            section.rerank {
+                h2 { "What the reranker did" }
+                p.muted { "Each path's head as RRF of its lists ranked it (was) and as the
+                    cross-encoder reordered it (now), before the paths are fused." }
+                @for p in &r.reranked {
+                    h3 { "Path " (p.path) }
+                    table {
+                        thead { tr { th.num { "now" } th.num { "was" } th.num { "score" } th { "unit" } } }
+                        tbody { @for u in &p.units { tr {
+                            td.num { (u.after) } td.num { (u.before) }
+                            td.num { (format!("{:.3}", u.score)) }
+                            td { (unit(s, &rerank_unit(u), user)) }
+                        } } }
+                    }
+                }
+            }
+        }
         section.results {
             h2 { "What the search returns" }
             p.lead { (response.results.len()) " results · " (response.context_tokens) " tokens"
@@ -267,5 +289,13 @@ fn unit(s: &Shown, unit: &UnitId, user: &str) -> Markup {
             None => html! { span.muted { "segment " (id.0) " (gone)" } },
         },
         UnitId::Card(id) => html! { span.kind { "card" } " " (id.0) },
+    }
+}
+
+/// A reranked unit as the lists name units.
+fn rerank_unit(u: &RerankedUnit) -> UnitId {
+    match u.kind {
+        UnitKind::Card => UnitId::Card(CardId(u.id.clone())),
+        _ => UnitId::Turn(TurnId(u.id.clone())),
     }
 }
