@@ -84,9 +84,9 @@ impl From<EngineError> for ApiError {
         let message = e.to_string();
         match e {
             EngineError::InvalidInput(_) => Self::bad_request(message),
-            EngineError::Store(StoreError::UnknownScope(_)) | EngineError::UnknownMemory(_) => {
-                Self::not_found(message)
-            }
+            EngineError::Store(StoreError::UnknownScope(_))
+            | EngineError::UnknownMemory(_)
+            | EngineError::UnknownSession { .. } => Self::not_found(message),
             EngineError::ImmutableMemory(_) => {
                 Self::new(StatusCode::CONFLICT, "immutable_memory", message)
             }

@@ -289,6 +289,54 @@ async fn the_inspector_in_a_real_browser() {
         .unwrap();
     assert_eq!(api.status(), 404, "the API no longer has the memory");
 
+    // Delete a whole session from its heading, through the confirmation that names what goes.
+    c.goto(&format!("{base}/ui/user?u=sam")).await.unwrap();
+    let heading = c
+        .find(Locator::XPath(
+            "//h2[@class='session'][contains(., 'session_3')]",
+        ))
+        .await
+        .expect("the heading of the third session");
+    let href = heading
+        .find(Locator::LinkText("Delete this session…"))
+        .await
+        .unwrap()
+        .attr("href")
+        .await
+        .unwrap()
+        .unwrap();
+    c.goto(&format!("{base}{href}")).await.unwrap();
+    let confirm = text_of(&c).await;
+    assert!(
+        confirm.contains("Delete session \"session_3\" of conversation \"demo\"?")
+            && confirm.contains("This deletes 10 turns of sam")
+            && confirm.contains("knee started hurting")
+            && confirm.contains("cannot be undone"),
+        "{confirm}"
+    );
+    screenshot(&c, "delete-session").await;
+    click_and_load(&c, Locator::Css("form[action='/ui/delete-session'] button")).await;
+    let page = text_of(&c).await;
+    assert!(page.contains("Deleted session \"session_3\""), "{page}");
+    assert!(
+        !page.contains("knee started hurting"),
+        "its turns are gone from the timeline"
+    );
+    assert!(page.contains("session_4"), "the other sessions stay");
+    let listed = http
+        .get(format!("{base}/v1/memories/?user_id=sam&page_size=1000"))
+        .header("Authorization", format!("Token {sam}"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        !listed.contains("knee started hurting") && listed.contains("Lisbon Marathon"),
+        "the API lists the other sessions' memories only: {listed}"
+    );
+
     // Another user's key cannot open Sam's pages, nor the cost.
     sign_out(&c).await;
     sign_in(&c, &base, &eve).await;
@@ -321,8 +369,16 @@ async fn the_inspector_in_a_real_browser() {
     signed_in_as(&c, "admin").await;
     let page = text_of(&c).await;
     assert!(page.contains("Users") && page.contains("sam"), "{page}");
+    for column in ["waiting", "failed", "text KiB", "last write"] {
+        assert!(
+            page.contains(column),
+            "the users page shows {column:?}: {page}"
+        );
+    }
     c.goto(&format!("{base}/ui/cost")).await.unwrap();
-    assert!(text_of(&c).await.contains("closed segments"));
+    let page = text_of(&c).await;
+    assert!(page.contains("closed segments"), "{page}");
+    assert!(page.contains("Turns stored per day"), "{page}");
     screenshot(&c, "cost").await;
     c.close().await.unwrap();
 }
@@ -411,6 +467,10 @@ async fn the_inspector_shows_cards_the_plan_and_the_cost_with_the_local_model() 
         );
     }
     assert!(c.find(Locator::Css("svg.chart rect")).await.is_ok());
+    assert!(
+        page.contains("Model tokens per day, by purpose"),
+        "the tokens over time: {page}"
+    );
     screenshot(&c, "cost").await;
     c.close().await.unwrap();
 }

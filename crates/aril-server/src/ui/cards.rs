@@ -1,7 +1,8 @@
 //! A user's cards, filtered by type, entity, topic and date (current ones, or every version),
 //! a page at a time, with the profile (preferences and stable traits) on the first page.
 
-use aril_core::{Card, CardKind};
+use aril_core::CardKind;
+use aril_engine::CardQuery;
 use axum::extract::{Query, State};
 use axum::response::{IntoResponse, Response};
 use chrono::NaiveDate;
@@ -35,59 +36,40 @@ pub(crate) struct CardsQuery {
     offset: u64,
 }
 
-/// The filter of the page, checked.
-struct CardFilter {
-    kind: Option<CardKind>,
-    entity: String,
-    topic: String,
-    from: Option<NaiveDate>,
-    to: Option<NaiveDate>,
+/// The page's filter, checked, as the store's card query.
+fn card_query(q: &CardsQuery) -> Result<CardQuery, UiError> {
+    let day = |s: &str, what: &str| -> Result<Option<NaiveDate>, UiError> {
+        match s.trim() {
+            "" => Ok(None),
+            s => NaiveDate::parse_from_str(s, "%Y-%m-%d")
+                .map(Some)
+                .map_err(|_| {
+                    UiError(ApiError::bad_request(format!(
+                        "{what} must be a date as YYYY-MM-DD, got {s:?}"
+                    )))
+                }),
+        }
+    };
+    let kind = match q.kind.as_str() {
+        "" => None,
+        k => Some(
+            CardKind::parse(k)
+                .ok_or_else(|| UiError(ApiError::bad_request(format!("no card type {k:?}"))))?,
+        ),
+    };
+    let text = |s: &str| Some(s.trim().to_string()).filter(|s| !s.is_empty());
+    Ok(CardQuery {
+        kind,
+        entity: text(&q.entity),
+        topic: text(&q.topic),
+        from: day(&q.from, "from")?,
+        to: day(&q.to, "to")?,
+        current_only: q.versions != "all",
+    })
 }
 
-impl CardFilter {
-    fn parse(q: &CardsQuery) -> Result<Self, UiError> {
-        let day = |s: &str, what: &str| -> Result<Option<NaiveDate>, UiError> {
-            match s.trim() {
-                "" => Ok(None),
-                s => NaiveDate::parse_from_str(s, "%Y-%m-%d")
-                    .map(Some)
-                    .map_err(|_| {
-                        UiError(ApiError::bad_request(format!(
-                            "{what} must be a date as YYYY-MM-DD, got {s:?}"
-                        )))
-                    }),
-            }
-        };
-        let kind = match q.kind.as_str() {
-            "" => None,
-            k => Some(
-                CardKind::parse(k)
-                    .ok_or_else(|| UiError(ApiError::bad_request(format!("no card type {k:?}"))))?,
-            ),
-        };
-        Ok(CardFilter {
-            kind,
-            entity: q.entity.trim().to_lowercase(),
-            topic: q.topic.trim().to_lowercase(),
-            from: day(&q.from, "from")?,
-            to: day(&q.to, "to")?,
-        })
-    }
-
-    fn admits(&self, c: &Card) -> bool {
-        let day = c
-            .time
-            .as_ref()
-            .and_then(|t| t.start)
-            .map(|t| t.date_naive());
-        self.kind.is_none_or(|k| c.kind == k)
-            && (self.entity.is_empty()
-                || c.entities.iter().any(|e| e.to_lowercase() == self.entity))
-            && (self.topic.is_empty() || c.topics.iter().any(|t| t.to_lowercase() == self.topic))
-            && self.from.is_none_or(|from| day.is_some_and(|d| d >= from))
-            && self.to.is_none_or(|to| day.is_some_and(|d| d <= to))
-    }
-}
+/// How many preferences and traits the profile shows (the type filter lists them all).
+const PROFILE_SHOWN: usize = 20;
 
 pub(crate) async fn cards(
     State(state): State<AppState>,
@@ -96,28 +78,17 @@ pub(crate) async fn cards(
 ) -> Result<Response, UiError> {
     let filter = viewer.scope(q.u.clone())?;
     let user = filter.user_id.clone();
-    let wanted = CardFilter::parse(&q)?;
-    let every_version = q.versions == "all";
+    let wanted = card_query(&q)?;
+    let every_version = !wanted.current_only;
     let offset = q.offset;
-    let (profile, total, shown) = state
+    let (profile, (shown, total)) = state
         .read(move |engine| {
             let profile = if offset == 0 {
                 Some(engine.profile(&filter)?)
             } else {
                 None
             };
-            let cards: Vec<Card> = engine
-                .cards(&filter, !every_version)?
-                .into_iter()
-                .filter(|c| wanted.admits(c))
-                .collect();
-            let total = cards.len() as u64;
-            let shown: Vec<Card> = cards
-                .into_iter()
-                .skip(offset as usize)
-                .take(PAGE as usize)
-                .collect();
-            Ok((profile, total, shown))
+            Ok((profile, engine.find_cards(&filter, &wanted, offset, PAGE)?))
         })
         .await?;
     let here = |o: u64| {
@@ -163,13 +134,14 @@ pub(crate) async fn cards(
                 @if !p.preferences.is_empty() || !p.traits.is_empty() {
                     section.profile {
                         h2 { "Profile" }
-                        @if !p.preferences.is_empty() {
-                            h3 { "Preferences" }
-                            ul { @for c in &p.preferences { li { (c.text) } } }
-                        }
-                        @if !p.traits.is_empty() {
-                            h3 { "Stable traits" }
-                            ul { @for c in &p.traits { li { (c.text) } } }
+                        @for (title, list) in [("Preferences", &p.preferences), ("Stable traits", &p.traits)] {
+                            @if !list.is_empty() {
+                                h3 { (title) }
+                                ul { @for c in list.iter().take(PROFILE_SHOWN) { li { (c.text) } } }
+                                @if list.len() > PROFILE_SHOWN {
+                                    p.muted { "… and " (list.len() - PROFILE_SHOWN) " more, newest first." }
+                                }
+                            }
                         }
                     }
                 }

@@ -1,6 +1,7 @@
-//! One memory's page (its versions, an update form) and the deletions: a memory, or a whole
-//! user. Each deletion first shows a confirmation that names what goes, then runs the same
-//! purge as the API (`DELETE /v1/memories/{id}/`, `DELETE /v1/scopes`).
+//! One memory's page (its versions, an update form) and the deletions: a memory, a session or a
+//! whole user. Each deletion first shows a confirmation that names what goes, then runs the same
+//! purge as the API (`DELETE /v1/memories/{id}/`, `DELETE /v1/scopes`; a session's memories go
+//! through the memories' purge, as `aril delete --conversation C --session S` does).
 
 use aril_engine::{Grant, MemoryEdit};
 use axum::extract::{Form, Query, State};
@@ -8,7 +9,6 @@ use axum::response::{IntoResponse, Redirect, Response};
 use maud::html;
 use serde::Deserialize;
 
-use super::home::summary;
 use super::page::{link, page, when};
 use super::{UiError, Viewer};
 use crate::{ApiError, AppState};
@@ -178,7 +178,7 @@ pub(crate) async fn confirm_delete_user(
     let filter = viewer.scope(q.u)?;
     let user = filter.user_id.clone();
     let about = state
-        .read(move |engine| summary(engine, &filter.user_id))
+        .read(move |engine| engine.scope_summary(&filter))
         .await?;
     Ok(page(
         "Delete a user",
@@ -188,7 +188,7 @@ pub(crate) async fn confirm_delete_user(
             h1 { "Delete everything of " (user) "?" }
             p {
                 "This deletes " (about.turns) " turns, " (about.segments) " segments and "
-                (about.cards) " cards of " (user) ", with their index entries and cached vectors,
+                (about.current_cards) " current cards of " (user) ", with their index entries and cached vectors,
                 from every file. It cannot be undone."
             }
             form method="post" action="/ui/delete-user" {
@@ -220,4 +220,100 @@ pub(crate) async fn delete_user(
         Grant::User(_) => link("/ui/user", &[("u", &user), ("done", &done)]),
     };
     Ok(Redirect::to(&to).into_response())
+}
+
+#[derive(Deserialize)]
+pub(crate) struct SessionQuery {
+    u: Option<String>,
+    /// The conversation.
+    c: String,
+    /// The session; absent for the conversation's turns that name none.
+    s: Option<String>,
+}
+
+/// How many turns the confirmation quotes.
+const QUOTED: usize = 5;
+
+/// The confirmation of a session's deletion: how many turns go, when they were said, the first
+/// few of them.
+pub(crate) async fn confirm_delete_session(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Query(q): Query<SessionQuery>,
+) -> Result<Response, UiError> {
+    let filter = viewer.scope(q.u.clone())?;
+    let user = filter.user_id.clone();
+    let (conversation, session) = (q.c.clone(), q.s.clone());
+    let turns = state
+        .read(move |engine| {
+            let ids = engine.session_memories(&filter, &conversation, session.as_deref())?;
+            let found = engine.turns_by_id(&ids)?;
+            Ok::<_, aril_engine::EngineError>(
+                ids.iter()
+                    .filter_map(|id| found.get(id).cloned())
+                    .collect::<Vec<_>>(),
+            )
+        })
+        .await?;
+    let said = |t: &aril_core::Turn| t.turn.event_time.unwrap_or(t.ingest_time);
+    let first = turns.iter().map(said).min();
+    let last = turns.iter().map(said).max();
+    let name = session_name(&q.c, q.s.as_deref());
+    Ok(page(
+        "Delete a session",
+        &viewer,
+        Some(&user),
+        html! {
+            h1 { "Delete " (name) "?" }
+            p {
+                "This deletes " (turns.len()) " turns of " (user) ", said from " (when(first))
+                " to " (when(last)) " (every memory said in this session, with all its versions),
+                from the store, the indexes and the vector cache. The segments that held them keep
+                their other turns; the cards written from those segments go with them. It cannot
+                be undone."
+            }
+            @for t in turns.iter().take(QUOTED) {
+                blockquote { (t.turn.speaker.as_deref().unwrap_or(t.turn.role.as_str())) ": " (t.turn.text) }
+            }
+            @if turns.len() > QUOTED { p.muted { "… and " (turns.len() - QUOTED) " more." } }
+            form method="post" action="/ui/delete-session" {
+                input type="hidden" name="u" value=(user);
+                input type="hidden" name="c" value=(q.c);
+                @if let Some(s) = &q.s { input type="hidden" name="s" value=(s); }
+                button.danger type="submit" { "Delete the session" }
+                " "
+                a href=(link("/ui/user", &[("u", &user)])) { "Keep it" }
+            }
+        },
+    )
+    .into_response())
+}
+
+/// Deletes the session (each of its memories through the API's purge) and returns to the
+/// timeline.
+pub(crate) async fn delete_session(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Form(q): Form<SessionQuery>,
+) -> Result<Response, UiError> {
+    let filter = viewer.scope(q.u)?;
+    let user = filter.user_id.clone();
+    let (conversation, session) = (q.c.clone(), q.s.clone());
+    let gone = state
+        .run(move |engine| engine.delete_session(&filter, &conversation, session.as_deref()))
+        .await?;
+    let done = format!(
+        "Deleted {}: {} turns.",
+        session_name(&q.c, q.s.as_deref()),
+        gone.turns
+    );
+    Ok(Redirect::to(&link("/ui/user", &[("u", &user), ("done", &done)])).into_response())
+}
+
+/// `session "s2" of conversation "demo"`, or `the turns of conversation "demo" without a session`.
+fn session_name(conversation: &str, session: Option<&str>) -> String {
+    match session {
+        Some(s) => format!("session {s:?} of conversation {conversation:?}"),
+        None => format!("the turns of conversation {conversation:?} without a session"),
+    }
 }

@@ -1,48 +1,15 @@
 //! The first page: for an admin key, every user with what their memory holds; a user key goes
 //! straight to its own timeline.
 
-use aril_engine::{Engine, EngineError, Grant, ScopeFilter};
+use aril_engine::{EngineError, Grant, ScopeFilter};
 use axum::extract::{Query, State};
 use axum::response::{IntoResponse, Redirect, Response};
-use chrono::{DateTime, Utc};
 use maud::html;
 use serde::Deserialize;
 
-use super::page::{link, page, pager, when};
+use super::page::{kib, link, page, pager, when};
 use super::{PAGE, UiError, Viewer};
 use crate::AppState;
-
-/// What one user's memory holds.
-pub(crate) struct UserSummary {
-    pub user: String,
-    pub turns: u64,
-    pub segments: u64,
-    /// Current cards (none until an encoder has written some).
-    pub cards: u64,
-    /// When the newest turn was stored.
-    pub last_write: Option<DateTime<Utc>>,
-}
-
-/// Counts of `user`'s memory, each from a paged read of one item (no read of the whole memory
-/// but the cards, which are counted).
-pub(crate) fn summary(engine: &Engine, user: &str) -> Result<UserSummary, EngineError> {
-    let filter = ScopeFilter {
-        user_id: user.to_string(),
-        agent_id: None,
-        run_id: None,
-    };
-    let (_, turns) = engine.list_turns(&filter, 0, 0)?;
-    let (last, _) = engine.list_turns(&filter, turns.saturating_sub(1), 1)?;
-    let (_, segments) = engine.segments(&filter, 0, 0)?;
-    let cards = engine.cards(&filter, true)?.len() as u64;
-    Ok(UserSummary {
-        user: user.to_string(),
-        turns,
-        segments,
-        cards,
-        last_write: last.first().map(|t| t.ingest_time),
-    })
-}
 
 #[derive(Deserialize)]
 pub(crate) struct HomeQuery {
@@ -69,9 +36,14 @@ pub(crate) async fn home(
                 .iter()
                 .skip(offset as usize)
                 .take(PAGE as usize)
-                .map(|u| summary(engine, u))
+                .map(|u| {
+                    Ok::<_, EngineError>((
+                        u.clone(),
+                        engine.scope_summary(&ScopeFilter::user(u.as_str()))?,
+                    ))
+                })
                 .collect::<Result<Vec<_>, _>>()?;
-            Ok((stats, total, shown))
+            Ok::<_, EngineError>((stats, total, shown))
         })
         .await?;
     let s = &stats.store;
@@ -86,21 +58,27 @@ pub(crate) async fn home(
                 (s.turns) " turns of " (s.users) " users in " (stats.backend) " · "
                 (s.segments) " closed segments · " (s.cards) " cards · "
                 (s.segments_pending) " segments waiting for cards · "
-                (s.segments_failed) " failed · " (s.bytes / 1024) " KiB"
+                (s.segments_failed) " failed · " (kib(s.bytes)) " KiB on disk"
             }
             table {
                 thead { tr { th { "user" } th.num { "turns" } th.num { "segments" }
-                             th.num { "cards" } th { "last write" } } }
+                             th.num { "waiting" } th.num { "failed" } th.num { "cards" }
+                             th.num { "text KiB" } th { "last write" } } }
                 tbody {
-                    @for u in &users {
+                    @for (user, u) in &users {
                         tr {
-                            td { a href=(link("/ui/user", &[("u", &u.user)])) { (u.user) } }
-                            td.num { (u.turns) } td.num { (u.segments) } td.num { (u.cards) }
+                            td { a href=(link("/ui/user", &[("u", user)])) { (user) } }
+                            td.num { (u.turns) } td.num { (u.segments) }
+                            td.num { (u.segments_pending) } td.num { (u.segments_failed) }
+                            td.num { (u.current_cards) } td.num { (kib(u.text_bytes)) }
                             td { (when(u.last_write)) }
                         }
                     }
                 }
             }
+            p.muted { "Waiting: closed segments not yet written into cards; failed: those whose
+                encoding failed (aril consolidate --retry-failed tries again). Text: the turns'
+                and cards' own bytes; vectors and indexes are shared and counted in the total." }
             (pager(offset, PAGE, total, |o| link("/ui", &[("offset", &o.to_string())])))
         },
     )

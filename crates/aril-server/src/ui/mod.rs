@@ -57,6 +57,10 @@ pub fn routes(state: AppState) -> Router {
         .route("/memory", get(edit::memory).post(edit::update))
         .route("/delete", get(edit::confirm_delete).post(edit::delete))
         .route(
+            "/delete-session",
+            get(edit::confirm_delete_session).post(edit::delete_session),
+        )
+        .route(
             "/delete-user",
             get(edit::confirm_delete_user).post(edit::delete_user),
         )

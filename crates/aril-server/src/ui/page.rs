@@ -184,3 +184,13 @@ pub(crate) fn when(t: Option<DateTime<Utc>>) -> String {
     t.map(|t| t.format("%Y-%m-%d %H:%M").to_string())
         .unwrap_or_else(|| "—".into())
 }
+
+/// Bytes as KiB, one decimal below 10 KiB (`0.4`, `12`).
+pub(crate) fn kib(bytes: u64) -> String {
+    let k = bytes as f64 / 1024.0;
+    if k < 10.0 {
+        format!("{k:.1}")
+    } else {
+        format!("{k:.0}")
+    }
+}

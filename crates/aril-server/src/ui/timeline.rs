@@ -4,13 +4,13 @@
 //! it starts.
 
 use aril_core::{Card, Segment, Turn, TurnId};
+use aril_engine::ScopeSummary;
 use axum::extract::{Query, State};
 use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
 use serde::Deserialize;
 
-use super::home::{UserSummary, summary};
-use super::page::{link, page, pager, when};
+use super::page::{kib, link, page, pager, when};
 use super::{PAGE, UiError, Viewer};
 use crate::AppState;
 
@@ -42,7 +42,7 @@ pub(crate) async fn timeline(
     let offset = q.offset;
     let (about, total, shown, open) = state
         .read(move |engine| {
-            let about = summary(engine, &filter.user_id)?;
+            let about = engine.scope_summary(&filter)?;
             let (segments, total) = engine.segments(&filter, offset, PAGE)?;
             let ids: Vec<TurnId> = segments.iter().flat_map(|s| s.turns.clone()).collect();
             let mut by_id = engine.turns_by_id(&ids)?;
@@ -88,7 +88,7 @@ pub(crate) async fn timeline(
             }
             (pager(offset, PAGE, total, to))
             @for (heading, s) in with_headings(&shown) {
-                @if let Some(heading) = heading { h2.session { (heading) } }
+                @if let Some(start) = heading { (start.heading(&user)) }
                 (segment(s, &user))
             }
             @if !open.is_empty() {
@@ -104,9 +104,34 @@ pub(crate) async fn timeline(
     .into_response())
 }
 
-/// The segments, each with the heading of the session it starts (conversation, session, date),
-/// if it starts one.
-fn with_headings(shown: &[Shown]) -> Vec<(Option<String>, &Shown)> {
+/// Where a session starts on the page: its conversation, its name (if it has one) and the
+/// start of its first segment shown.
+struct SessionStart<'a> {
+    conversation: &'a str,
+    session: Option<&'a str>,
+    segment: &'a Segment,
+}
+
+impl SessionStart<'_> {
+    /// The heading, with the link to delete the session.
+    fn heading(&self, user: &str) -> Markup {
+        let mut to = vec![("u", user), ("c", self.conversation)];
+        if let Some(s) = self.session {
+            to.push(("s", s));
+        }
+        html! {
+            h2.session {
+                (self.conversation)
+                @if let Some(s) = self.session { " · " (s) }
+                " · " (when(self.segment.start_time))
+                " " a.danger.small href=(link("/ui/delete-session", &to)) { "Delete this session…" }
+            }
+        }
+    }
+}
+
+/// The segments, each with the session it starts, if it starts one.
+fn with_headings(shown: &[Shown]) -> Vec<(Option<SessionStart<'_>>, &Shown)> {
     let mut last: Option<(&str, Option<&str>)> = None;
     shown
         .iter()
@@ -115,22 +140,25 @@ fn with_headings(shown: &[Shown]) -> Vec<(Option<String>, &Shown)> {
                 s.segment.conversation.as_str(),
                 s.turns.first().and_then(|t| t.turn.session.as_deref()),
             );
-            let heading = (last != Some(here)).then(|| {
-                let session = here.1.map(|n| format!(" · {n}")).unwrap_or_default();
-                format!("{}{session} · {}", here.0, when(s.segment.start_time))
+            let start = (last != Some(here)).then_some(SessionStart {
+                conversation: here.0,
+                session: here.1,
+                segment: &s.segment,
             });
             last = Some(here);
-            (heading, s)
+            (start, s)
         })
         .collect()
 }
 
 /// The counts at the top of a user's pages.
-fn overview(u: &UserSummary) -> Markup {
+fn overview(u: &ScopeSummary) -> Markup {
     html! {
         p.lead {
-            (u.turns) " turns · " (u.segments) " closed segments · " (u.cards) " current cards · last write "
-            (super::page::when(u.last_write))
+            (u.turns) " turns · " (u.segments) " closed segments ("
+            (u.segments_pending) " waiting for cards, " (u.segments_failed) " failed) · "
+            (u.current_cards) " current cards · " (kib(u.text_bytes)) " KiB of text · last write "
+            (when(u.last_write))
         }
     }
 }
