@@ -1,10 +1,10 @@
 //! The memory inspector (`/ui`) in a real browser: Debian's Chromium, headless, driven through
 //! ChromeDriver (the WebDriver protocol, by `fantoccini`), against `aril serve` over the demo's
 //! memory. It signs in with a key, finds the segment where the dog was adopted, asks the
-//! playground why "What is the name of Sam's dog?" recalled what it did, deletes that memory
-//! (then the API no longer has it), checks that another user's key cannot open Sam's pages,
-//! and that an admin sees every user and the cost. Screenshots go to
-//! `target/tmp/ui-screenshots/`.
+//! playground why "What is the name of Sam's dog?" recalled what it did (and what the reranker
+//! did), deletes that memory and a session (then the API no longer has them), checks that another
+//! user's key cannot open Sam's pages, and that an admin sees every user and the cost.
+//! Screenshots go to `target/tmp/ui-screenshots/`.
 //!
 //! Needs `chromium` and `chromedriver` (Debian's `chromium` and `chromium-driver`, which
 //! `scripts/test` installs): `ARIL_TEST_CHROMEDRIVER` and `ARIL_TEST_CHROMIUM` name them when
@@ -16,6 +16,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{Value, json};
 
 use super::{Served, aril, ok};
 
@@ -85,6 +86,41 @@ impl Drop for Driver {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// A `/v1/rerank` endpoint (the Jina/Cohere protocol) scoring each document by the words it
+/// shares with the query: no registry package carries cross-encoder weights, so the protocol is
+/// played with an overlap score, as in `aril-llm`'s rerank tests. Returns its base URL.
+async fn word_overlap_reranker() -> String {
+    async fn rerank(body: axum::Json<Value>) -> axum::Json<Value> {
+        let words = |s: &str| -> Vec<String> {
+            s.split(|c: char| !c.is_alphanumeric())
+                .filter(|w| !w.is_empty())
+                .map(str::to_lowercase)
+                .collect()
+        };
+        let query = words(body["query"].as_str().unwrap_or_default());
+        let results: Vec<Value> = body["documents"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+            .iter()
+            .enumerate()
+            .map(|(index, d)| {
+                let shared = words(d.as_str().unwrap_or_default())
+                    .iter()
+                    .filter(|w| query.contains(w))
+                    .count();
+                json!({"index": index, "relevance_score": shared as f64})
+            })
+            .collect();
+        axum::Json(json!({ "results": results }))
+    }
+    let app = axum::Router::new().route("/v1/rerank", axum::routing::post(rerank));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    format!("http://{addr}/v1")
 }
 
 /// Where the screenshots go.
@@ -170,7 +206,13 @@ async fn the_inspector_in_a_real_browser() {
         key(&["--user", "eve"]),
         key(&["--admin"]),
     );
-    let served = Served::start(&data);
+    let reranker = word_overlap_reranker().await;
+    let served = Served::spawn(
+        aril(&data)
+            .args(["serve", "--bind", "127.0.0.1:0"])
+            .env("ARIL_LLM_RERANKER_BASE_URL", &reranker)
+            .env("ARIL_LLM_RERANKER_MODEL", "word-overlap"),
+    );
     let base = served.base.clone();
     let driver = Driver::start();
     let c = driver.browser(&dir.path().join("chromium")).await;
@@ -248,6 +290,18 @@ async fn the_inspector_in_a_real_browser() {
     ] {
         assert!(page.contains(part), "the playground shows {part:?}");
     }
+    // The cross-encoder's work on the path: its head in the new order, each unit's old rank.
+    assert!(
+        page.contains("reranker: word-overlap: the top 30 of each path reordered"),
+        "{page}"
+    );
+    let rows = c
+        .find_all(Locator::Css("section.rerank tbody tr"))
+        .await
+        .unwrap();
+    assert!(rows.len() >= 2, "the reranked head is listed: {page}");
+    let first_row = rows[0].text().await.unwrap();
+    assert!(first_row.starts_with("1 "), "{first_row}");
     let first = c.find(Locator::Css("section.results li")).await.unwrap();
     let first = first.text().await.unwrap();
     assert!(
