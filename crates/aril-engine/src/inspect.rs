@@ -20,7 +20,7 @@ impl Engine {
         Ok(self.store.llm_usage_by_day()?)
     }
 
-    /// Turns stored per UTC day, across the store.
+    /// Turns stored per UTC day and role, across the store.
     pub fn turns_by_day(&self) -> Result<Vec<DailyTurns>, EngineError> {
         Ok(self.store.turns_by_day()?)
     }

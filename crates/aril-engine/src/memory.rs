@@ -263,14 +263,14 @@ impl Engine {
         }
         let memories = self.store.memory_ids(&said)?;
         let mut versions: Vec<TurnId> = Vec::new();
-        let mut seen: HashSet<TurnId> = HashSet::new();
+        let (mut memories_seen, mut taken) = (HashSet::new(), HashSet::new());
         for turn in &said {
             let memory = memories.get(turn).unwrap_or(turn);
-            if !seen.insert(memory.clone()) {
+            if !memories_seen.insert(memory.clone()) {
                 continue;
             }
             for v in self.store.memory_versions(memory)? {
-                if !versions.contains(&v) {
+                if taken.insert(v.clone()) {
                     versions.push(v);
                 }
             }

@@ -2,7 +2,7 @@
 //! one scope's counts, model calls and stored turns per day, a filtered page of cards, and the
 //! turns of one session. Each is one or a few indexed queries; none reads a whole memory.
 
-use aril_core::CardKind;
+use aril_core::{CardKind, Role};
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
 
@@ -35,11 +35,12 @@ pub struct DailyUsage {
     pub completion_tokens: u64,
 }
 
-/// How many turns were stored on one UTC day (each embedded as it is stored, unless its role
-/// is not embedded).
+/// How many turns of one role were stored on one UTC day (a turn of an embedded role gets its
+/// vectors as it is stored).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct DailyTurns {
     pub day: NaiveDate,
+    pub role: Role,
     pub turns: u64,
 }
 

@@ -769,7 +769,7 @@ pub trait Store: Send + Sync {
     fn scope_summary(&self, filter: &ScopeFilter) -> Result<ScopeSummary, StoreError>;
     /// Every model call summed per UTC day, purpose and model, oldest day first.
     fn llm_usage_by_day(&self) -> Result<Vec<DailyUsage>, StoreError>;
-    /// Turns stored per UTC day, oldest first, across the store.
+    /// Turns stored per UTC day and role, oldest day first, across the store.
     fn turns_by_day(&self) -> Result<Vec<DailyTurns>, StoreError>;
     /// One page of the cards a query admits in a scope, in store order, and how many it admits
     /// in all (the filters run in the store, on its structured indexes).

@@ -2,7 +2,7 @@
 //! stored turns per UTC day (times are stored as RFC 3339 text in UTC, so a day is the text's
 //! first ten characters), a filtered page of cards, one session's turns.
 
-use aril_core::{Card, ScopeFilter, TurnId};
+use aril_core::{Card, Role, ScopeFilter, TurnId};
 use chrono::NaiveDate;
 use rusqlite::{Connection, OptionalExtension, params_from_iter};
 
@@ -118,15 +118,23 @@ pub(crate) fn llm_usage_by_day(conn: &Connection) -> Result<Vec<DailyUsage>, Sto
 
 pub(crate) fn turns_by_day(conn: &Connection) -> Result<Vec<DailyTurns>, StoreError> {
     let mut stmt = conn.prepare(
-        "SELECT substr(ingest_time, 1, 10) AS day, COUNT(*) FROM turns GROUP BY day ORDER BY day",
+        "SELECT substr(ingest_time, 1, 10) AS day, role, COUNT(*) FROM turns \
+         GROUP BY day, role ORDER BY day, role",
     )?;
     let rows = stmt
-        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?
+        .query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, i64>(2)?,
+            ))
+        })?
         .collect::<Result<Vec<_>, _>>()?;
     rows.into_iter()
-        .map(|(d, turns)| {
+        .map(|(d, role, turns)| {
             Ok(DailyTurns {
                 day: day(&d)?,
+                role: Role::parse(&role).map_err(|e| StoreError::Corrupt(e.to_string()))?,
                 turns: turns as u64,
             })
         })

@@ -1892,28 +1892,36 @@ fn calls_and_turns_are_summed_per_utc_day(place: &Place) {
             ("2026-03-04".into(), "encode".into(), 1, 30, 10),
         ]
     );
-    let stored = |n, when| {
+    let stored = |n, role, when| {
         let mut t = turn("u", n);
+        t.turn.turn.role = role;
+        t.turn.id = t.turn.turn.id();
         t.turn.ingest_time = when;
         t
     };
     commit_turns(
         &mut *store,
         &[
-            stored(1, utc(2026, 3, 1, 0)),
-            stored(2, utc(2026, 3, 1, 23)),
-            stored(3, utc(2026, 3, 2, 9)),
+            stored(1, Role::User, utc(2026, 3, 1, 0)),
+            stored(2, Role::Assistant, utc(2026, 3, 1, 12)),
+            stored(3, Role::User, utc(2026, 3, 1, 23)),
+            stored(4, Role::User, utc(2026, 3, 2, 9)),
         ],
     );
-    let turns: Vec<(String, u64)> = store
+    let turns: Vec<(String, Role, u64)> = store
         .turns_by_day()
         .unwrap()
         .into_iter()
-        .map(|d| (d.day.to_string(), d.turns))
+        .map(|d| (d.day.to_string(), d.role, d.turns))
         .collect();
+    let day = |d: &str| d.to_string();
     assert_eq!(
         turns,
-        [("2026-03-01".to_string(), 2), ("2026-03-02".to_string(), 1)]
+        [
+            (day("2026-03-01"), Role::Assistant, 1),
+            (day("2026-03-01"), Role::User, 2),
+            (day("2026-03-02"), Role::User, 1),
+        ]
     );
 }
 

@@ -432,7 +432,11 @@ async fn the_inspector_in_a_real_browser() {
     c.goto(&format!("{base}/ui/cost")).await.unwrap();
     let page = text_of(&c).await;
     assert!(page.contains("closed segments"), "{page}");
-    assert!(page.contains("Turns stored per day"), "{page}");
+    assert!(
+        page.contains("Turns stored per day: embedded as stored, and not")
+            && page.contains("dense roles (user)"),
+        "{page}"
+    );
     screenshot(&c, "cost").await;
     c.close().await.unwrap();
 }

@@ -1,9 +1,10 @@
 //! What the memory cost to write and keep: the counts `aril stats` gives (turns, segments,
 //! vectors, bytes), every language-model call by purpose and model (tokens drawn as bars), and
-//! over time: tokens per day stacked by purpose, turns stored per day. Admin keys only, since
+//! over time: tokens per day stacked by purpose, turns stored per day (embedded or not). Admin keys only, since
 //! the numbers span users.
 
-use aril_engine::{DailyUsage, LlmUsage};
+use aril_core::Role;
+use aril_engine::{DailyTurns, DailyUsage, LlmUsage};
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use chrono::NaiveDate;
@@ -22,21 +23,20 @@ pub(crate) async fn cost(
             "the cost spans every user: sign in with an admin key",
         )));
     }
-    let (stats, usage_by_day, turns_by_day) = state
+    let (stats, usage_by_day, turns_by_day, dense_roles) = state
         .read(|engine| {
             Ok::<_, aril_engine::EngineError>((
                 engine.stats()?,
                 engine.llm_usage_by_day()?,
                 engine.turns_by_day()?,
+                engine.config().dense_roles.clone(),
             ))
         })
         .await?;
     let purposes = purposes(&usage_by_day);
     let tokens_by_day = tokens_per_day(&usage_by_day, &purposes);
-    let turns: Vec<(NaiveDate, Vec<u64>)> = turns_by_day
-        .iter()
-        .map(|d| (d.day, vec![d.turns]))
-        .collect();
+    let turns = embedded_per_day(&turns_by_day, &dense_roles);
+    let roles: Vec<&str> = dense_roles.iter().map(|r| r.as_str()).collect();
     let s = &stats.store;
     Ok(page(
         "Cost",
@@ -89,7 +89,10 @@ pub(crate) async fn cost(
             @if turns.is_empty() {
                 p.muted { "No turn stored yet." }
             } @else {
-                (daily_chart("Turns stored per day (each embedded as it is stored)", &turns, &["turns"]))
+                (daily_chart("Turns stored per day: embedded as stored, and not", &turns,
+                    &["embedded", "not embedded"]))
+                p.muted { "Turns of the dense roles (" (roles.join(", ")) ") get their vectors as
+                    they are stored: one embedding each, of one or more chunks." }
             }
         },
     )
@@ -127,6 +130,20 @@ fn usage_chart(usage: &[LlmUsage]) -> Markup {
             }
         }
     }
+}
+
+/// Turns stored per day as (embedded, not embedded), by whether their role is a dense one.
+fn embedded_per_day(turns: &[DailyTurns], dense: &[Role]) -> Vec<(NaiveDate, Vec<u64>)> {
+    let mut days: Vec<(NaiveDate, Vec<u64>)> = Vec::new();
+    for t in turns {
+        if days.last().is_none_or(|(d, _)| *d != t.day) {
+            days.push((t.day, vec![0, 0]));
+        }
+        if let Some((_, parts)) = days.last_mut() {
+            parts[usize::from(!dense.contains(&t.role))] += t.turns;
+        }
+    }
+    days
 }
 
 /// Rows of the per-day table shown under the chart.

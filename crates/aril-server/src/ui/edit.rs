@@ -187,8 +187,8 @@ pub(crate) async fn confirm_delete_user(
         html! {
             h1 { "Delete everything of " (user) "?" }
             p {
-                "This deletes " (about.turns) " turns, " (about.segments) " segments and "
-                (about.current_cards) " current cards of " (user) ", with their index entries and cached vectors,
+                "This deletes " (about.turns) " turns, " (about.segments) " segments and every card ("
+                (about.current_cards) " current) of " (user) ", with their index entries and cached vectors,
                 from every file. It cannot be undone."
             }
             form method="post" action="/ui/delete-user" {

@@ -1,7 +1,7 @@
 //! The inspector's reads in PostgreSQL ([`crate::inspect`]): counts of one scope, model calls
 //! and stored turns per UTC day, a filtered page of cards, one session's turns.
 
-use aril_core::{Card, ScopeFilter, TurnId};
+use aril_core::{Card, Role, ScopeFilter, TurnId};
 use chrono::{DateTime, NaiveDate, Utc};
 use postgres::GenericClient;
 use postgres::types::ToSql;
@@ -77,15 +77,16 @@ pub(super) fn llm_usage_by_day(
 
 pub(super) fn turns_by_day(client: &mut impl GenericClient) -> Result<Vec<DailyTurns>, StoreError> {
     let rows = client.query(
-        "SELECT (ingest_time AT TIME ZONE 'UTC')::date AS day, COUNT(*) FROM turns \
-         GROUP BY day ORDER BY day",
+        "SELECT (ingest_time AT TIME ZONE 'UTC')::date AS day, role, COUNT(*) FROM turns \
+         GROUP BY day, role ORDER BY day, role",
         &[],
     )?;
     rows.iter()
         .map(|r| {
             Ok(DailyTurns {
                 day: r.try_get::<_, NaiveDate>(0)?,
-                turns: r.try_get::<_, i64>(1)? as u64,
+                role: Role::parse(r.try_get(1)?).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                turns: r.try_get::<_, i64>(2)? as u64,
             })
         })
         .collect()
