@@ -178,7 +178,8 @@ pub(crate) fn find_cards(
         params_from_iter(&args),
         |r| r.get(0),
     )?;
-    let page = crate::seq_page(offset, limit).replace("seq", "c.seq");
+    // The subquery reads `cards c` alone: its `seq` is the card's.
+    let page = crate::seq_page(offset, limit);
     let cards = crate::cards::load(
         conn,
         &format!("c.id IN (SELECT c.id FROM cards c WHERE {clause} {page})"),

@@ -134,13 +134,26 @@ fn usage_chart(usage: &[LlmUsage]) -> Markup {
 
 /// Turns stored per day as (embedded, not embedded), by whether their role is a dense one.
 fn embedded_per_day(turns: &[DailyTurns], dense: &[Role]) -> Vec<(NaiveDate, Vec<u64>)> {
+    stacked_per_day(turns, 2, |t| {
+        (t.day, Some(usize::from(!dense.contains(&t.role))), t.turns)
+    })
+}
+
+/// Rows (oldest day first) summed into one column per day of `parts` figures: `row` gives a
+/// row's day, the part it adds to (`None`: none) and its figure.
+fn stacked_per_day<T>(
+    rows: &[T],
+    parts: usize,
+    row: impl Fn(&T) -> (NaiveDate, Option<usize>, u64),
+) -> Vec<(NaiveDate, Vec<u64>)> {
     let mut days: Vec<(NaiveDate, Vec<u64>)> = Vec::new();
-    for t in turns {
-        if days.last().is_none_or(|(d, _)| *d != t.day) {
-            days.push((t.day, vec![0, 0]));
+    for r in rows {
+        let (day, part, n) = row(r);
+        if days.last().is_none_or(|(d, _)| *d != day) {
+            days.push((day, vec![0; parts]));
         }
-        if let Some((_, parts)) = days.last_mut() {
-            parts[usize::from(!dense.contains(&t.role))] += t.turns;
+        if let (Some((_, figures)), Some(i)) = (days.last_mut(), part) {
+            figures[i] += n;
         }
     }
     days
@@ -162,17 +175,10 @@ fn purposes(usage: &[DailyUsage]) -> Vec<&str> {
 
 /// Prompt plus reply tokens per day, one figure per purpose (in `purposes`' order).
 fn tokens_per_day(usage: &[DailyUsage], purposes: &[&str]) -> Vec<(NaiveDate, Vec<u64>)> {
-    let mut days: Vec<(NaiveDate, Vec<u64>)> = Vec::new();
-    for u in usage {
-        if days.last().is_none_or(|(d, _)| *d != u.day) {
-            days.push((u.day, vec![0; purposes.len()]));
-        }
+    stacked_per_day(usage, purposes.len(), |u| {
         let part = purposes.iter().position(|p| *p == u.purpose);
-        if let (Some((_, parts)), Some(i)) = (days.last_mut(), part) {
-            parts[i] += u.prompt_tokens + u.completion_tokens;
-        }
-    }
-    days
+        (u.day, part, u.prompt_tokens + u.completion_tokens)
+    })
 }
 
 const PALETTE: [&str; 6] = [

@@ -140,11 +140,8 @@ pub(super) fn find_cards(
             &all,
         )?
         .try_get(0)?;
-    let page = format!(
-        "ORDER BY c.seq LIMIT {} OFFSET {}",
-        limit.min(i64::MAX as u64),
-        offset.min(i64::MAX as u64)
-    );
+    // The subquery reads `cards c` alone: its `seq` is the card's.
+    let page = crate::seq_page(offset, limit);
     let found = cards::load(
         client,
         &format!("c.id IN (SELECT c.id FROM cards c WHERE {clause} {page})"),
