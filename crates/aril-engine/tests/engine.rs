@@ -1780,6 +1780,25 @@ fn session_search_shows_each_session_once_and_lifts_sessions_that_speak_of_it_in
         2
     );
     drop(engine);
+    // The session list reads the question's `session_depth` nearest turns: of three, only one
+    // session can hold two, so at most one session gets a vote.
+    let mut config = Config::default();
+    config.recall.session_depth = 3;
+    let mut shallow = place.open_with(config);
+    let units = search(&mut shallow, "u", question, 30);
+    let voted: Vec<String> = shallow
+        .search_sessions(&request(10))
+        .unwrap()
+        .results
+        .iter()
+        .filter(|hit| {
+            let unit = units.results.iter().find(|u| u.id == hit.id).unwrap();
+            hit.score - unit.score > 1e-6
+        })
+        .filter_map(|hit| hit.source.session.clone())
+        .collect();
+    assert!(voted.len() <= 1, "{voted:?}");
+    drop(shallow);
     let mut config = Config::default();
     config.recall.w_sessions = 0.0;
     let mut plain = place.open_with(config);
@@ -1811,7 +1830,7 @@ fn a_replaced_version_gives_its_session_no_vote_in_session_search(place: &Place)
     // The session list reads the two best dense turns only: both of session "a"'s user turns.
     let mut config = Config::default();
     config.recall.candidates = 2;
-    config.recall.focus_depth = 1;
+    config.recall.session_depth = 2;
     let mut engine = place.open_with(config);
     let turns = [
         ("a", 0, "I am growing tomatoes in my garden."),

@@ -63,6 +63,11 @@ pub struct RecallConfig {
     pub w_sessions: f32,
     /// How many of a session's best dense turns its session-list score averages.
     pub session_turns: usize,
+    /// How deep the session list reads the dense turn list: a session is listed when at least
+    /// two of its turns are among the question's `session_depth` nearest. Read deeper, a long
+    /// session gets two turns in by chance and its best turns' mean, the maximum of many noisy
+    /// cosines, outranks a short session that speaks of the question (docs/benchmarks-history.md).
+    pub session_depth: usize,
     /// Results returned when the caller gives no `k`.
     pub default_k: usize,
     /// Up to this many memories meeting a search's filter, the search ranks them all by their own
@@ -120,6 +125,7 @@ impl Default for RecallConfig {
             focus_depth: 4,
             w_sessions: 2.0,
             session_turns: 3,
+            session_depth: 25,
             default_k: 10,
             prefilter_max: 4096,
             filtered_depth_max: 4096,

@@ -358,17 +358,18 @@ impl Recall<'_> {
     /// session's score is its best unit's fused score plus, by RRF (weight
     /// `recall.w_sessions`), its rank in a session list: the sessions ordered by the mean
     /// cosine of their best `recall.session_turns` dense turns, so a session that speaks of the
-    /// question in several turns rises above one that mentions it once. A session with one
-    /// dense turn among the searched is not in that list (its turn is the dense turn list's
-    /// entry already). `k` and `budget` bound the sessions returned as they bound units.
+    /// question in several turns rises above one that mentions it once. Only sessions with two
+    /// turns or more among the question's `recall.session_depth` nearest are listed (a session
+    /// with one is the dense turn list's entry already). `k` and `budget` bound the sessions
+    /// returned as they bound units.
     pub fn search_sessions(&self, request: &SearchRequest) -> Result<SearchResponse, RecallError> {
         let (query, k) = checked(request, self.config.default_k)?;
         let r = self.config;
-        // One dense turn search serves both: the session list reads it `focus_depth` times
-        // deeper than `candidates`, the fusion its first `candidates` (the same turns a search
-        // that shallow finds: hits are ordered by score, then id).
+        // One dense turn search serves both: the session list reads its first `session_depth`,
+        // the fusion its first `candidates` (the same turns a search that shallow finds: hits
+        // are ordered by score, then id).
         let depth = if r.w_sessions > 0.0 {
-            r.candidates * r.focus_depth.max(1)
+            r.candidates.max(r.session_depth)
         } else {
             r.candidates
         };
@@ -397,9 +398,9 @@ impl Recall<'_> {
         Ok(respond(query, &best, k, request.budget))
     }
 
-    /// The session list of [`Recall::search_sessions`]: the sessions with at least two of
-    /// `dense_turns`' current turns, best first by the mean cosine of their best
-    /// `session_turns` turns. A turn the answer leaves out (`hiding`: say a newer version of its
+    /// The session list of [`Recall::search_sessions`]: the sessions with at least two of the
+    /// first `session_depth` of `dense_turns`' current turns, best first by the mean cosine of
+    /// their best `session_turns` turns. A turn the answer leaves out (`hiding`: say a newer version of its
     /// memory replaces it) does not count, as turn search does not show it. The turns read go
     /// into `read`.
     fn session_list(
@@ -413,6 +414,7 @@ impl Recall<'_> {
         if r.w_sessions <= 0.0 {
             return Ok(Vec::new());
         }
+        let dense_turns = &dense_turns[..dense_turns.len().min(r.session_depth)];
         self.read_hit_turns(&[dense_turns], read)?;
         // Hits come best first, so each session's scores are gathered in descending order.
         let mut scores: Vec<(SessionKey, Vec<f32>)> = Vec::new();
