@@ -36,10 +36,11 @@ fn json<T: Serialize>(value: &T) -> PyResult<String> {
     serde_json::to_string(value).map_err(|e| ArilError::new_err(format!("encoding a result: {e}")))
 }
 
-/// When a question is asked: the RFC 3339 time given, else now.
+/// When a question is asked: the RFC 3339 time given, or a date's end (UTC) as `aril ask --at`
+/// reads it, else now.
 fn asked(at: Option<&str>) -> PyResult<chrono::DateTime<chrono::Utc>> {
     match at {
-        Some(at) => parse_time(at).map_err(errors::to_py),
+        Some(at) => aril_engine::parse_asked_at(at).map_err(errors::to_py),
         None => Ok(chrono::Utc::now()),
     }
 }

@@ -34,6 +34,13 @@ def test_a_forgotten_memory_is_found_only_when_asked_before_its_end(front):
     assert all("Porto" not in h.text for h in mem.search("Where do I live?", user_id=user))
     before = mem.search("Where do I live?", user_id=user, at="2024-05-01T00:00:00Z")
     assert "Porto" in before[0].text
+    # A date is asked at that day's end (UTC): the day before the end still finds it, the
+    # day it ends does not.
+    for day in ("2024-05-31", date(2024, 5, 31)):
+        assert "Porto" in mem.search("Where do I live?", user_id=user, at=day)[0].text, day
+    for day in ("2024-06-01", date(2024, 6, 1)):
+        hits = mem.search("Where do I live?", user_id=user, at=day)
+        assert all("Porto" not in h.text for h in hits), day
     listed = {m.id: m for m in mem.get_all(user_id=user)}
     assert listed[mid].valid_to == end
     history = mem.history(mid)

@@ -244,8 +244,8 @@ pub struct RecallArgs {
     pub budget: Option<usize>,
     /// Units of context at most (default 10).
     pub k: Option<usize>,
-    /// When the question is asked (RFC 3339; default now): relative dates in it ("last week")
-    /// count back from it.
+    /// When the question is asked (RFC 3339, or a date for that day's end, UTC; default now):
+    /// relative dates in it ("last week") count back from it.
     pub asked_at: Option<String>,
     #[serde(flatten)]
     pub scope: ScopeArgsIn,

@@ -5,7 +5,7 @@
 use aril_core::{Segment, Turn};
 use aril_engine::{
     DeleteReport, Grant, Profile, Scope, SearchRequest, SearchResponse, Stored, TurnDefaults,
-    TurnIn, parse_time, parse_valid_to,
+    TurnIn, parse_valid_to,
 };
 use axum::extract::{Path, State};
 use chrono::Utc;
@@ -197,10 +197,11 @@ pub(crate) fn check_k(k: Option<usize>) -> Result<Option<usize>, ApiError> {
     }
 }
 
-/// When a question is asked: the RFC 3339 time given, else the time of the request.
+/// When a question is asked: the RFC 3339 time given, or a date's end (UTC) as `aril ask --at`
+/// reads it ([`aril_engine::parse_asked_at`]), else the time of the request.
 pub(crate) fn asked_at(at: Option<&str>) -> Result<chrono::DateTime<Utc>, ApiError> {
     Ok(match at {
-        Some(at) => parse_time(at)?,
+        Some(at) => aril_engine::parse_asked_at(at)?,
         None => Utc::now(),
     })
 }

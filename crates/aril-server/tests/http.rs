@@ -463,7 +463,7 @@ async fn a_deleted_scope_leaves_no_trace_in_any_file() {
     sessions.sort();
     sessions.dedup();
     assert_eq!(sessions.len(), listed, "each session once: {by_session}");
-    // The time a question is asked is RFC 3339; anything else is refused and says so.
+    // The time a question is asked is RFC 3339 or a date; anything else is refused and says so.
     let (st, err) = s
         .call(
             "POST",
@@ -1690,6 +1690,12 @@ async fn a_forgotten_memory_is_recalled_only_before_its_end(s: &Server) {
     assert!(!now.to_string().contains("Porto"), "{now}");
     let (_, in_may) = search(Some("2024-05-01T00:00:00Z")).await;
     assert!(in_may.to_string().contains("Porto"), "{in_may}");
+    // A date is asked at its end (UTC): the last day it held finds it, the day it ended not.
+    let (st, may_31) = search(Some("2024-05-31")).await;
+    assert_eq!(st, StatusCode::OK, "{may_31}");
+    assert!(may_31.to_string().contains("Porto"), "{may_31}");
+    let (_, june_1) = search(Some("2024-06-01")).await;
+    assert!(!june_1.to_string().contains("Porto"), "{june_1}");
     let (_, listed) = s
         .call("GET", "/v1/memories/?user_id=dave", &s.admin_key, None)
         .await;

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
-from ._messages import Messages, expiry, rfc3339, to_turns
+from ._messages import Messages, asked_at, expiry, rfc3339, to_turns
 from ._native import InvalidInputError
 from ._types import Added, HistoryEntry, MemoryItem, Page, SearchResult, Segment
 
@@ -95,20 +95,21 @@ class Api:
         run_id: Optional[str] = None,
         k: int = 10,
         budget: Optional[int] = None,
-        at: Union[str, datetime, None] = None,
+        at: Union[str, date, datetime, None] = None,
         sessions: bool = False,
         filters: Optional[Mapping[str, Any]] = None,
         threshold: Optional[float] = None,
     ) -> SearchResult:
         """Recalls what is relevant to ``query``: at most ``k`` hits and ``budget`` o200k tokens.
-        ``at`` is when the question is asked (default now): "last week" counts from it.
+        ``at`` is when the question is asked (default now): "last week" counts from it; a date
+        (``date`` or ``"2024-05-03"``) is that day's end, UTC.
         ``sessions=True`` ranks sessions instead, one hit each. ``filters`` (Mem0's language:
         ``{"category": "food"}``, ``{"stars": {"gte": 4}}``, ``{"created_at": {"gte":
         "2024-05-01"}}``, ``AND`` / ``OR`` / ``NOT``) keeps the memories that meet it: k of them
         when the scope has k. ``threshold`` (0-1) keeps the turns whose own vector is at least
         that similar to the query (cosine)."""
         request = {**_scope(user_id, agent_id, run_id), "query": query, "k": k, "budget": budget,
-                   "asked_at": rfc3339(at, "at"), "sessions": sessions,
+                   "asked_at": asked_at(at), "sessions": sessions,
                    "filters": _filters(filters), "threshold": threshold}
         return SearchResult._from(self._search(request))
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 from . import _native
 from ._api import Api, Raw, Scope
-from ._messages import rfc3339
+from ._messages import asked_at
 from ._types import Answer
 
 
@@ -58,7 +58,7 @@ class Memory(Api):
         run_id: Optional[str] = None,
         k: Optional[int] = None,
         budget: Optional[int] = None,
-        at: Union[str, datetime, None] = None,
+        at: Union[str, date, datetime, None] = None,
         context_only: bool = False,
     ) -> Answer:
         """Answers from the memory with the language models configured by the ``ARIL_LLM_*``
@@ -66,7 +66,7 @@ class Memory(Api):
         over cards and turns, one answer call (none with ``context_only=True``). Other calls on
         this memory go on while a model is called."""
         raw = self._engine.ask(
-            question, user_id, agent_id, run_id, k, budget, rfc3339(at, "at"), context_only
+            question, user_id, agent_id, run_id, k, budget, asked_at(at), context_only
         )
         return Answer._from(json.loads(raw), question)
 

@@ -30,6 +30,14 @@ def rfc3339(value: Union[str, datetime, None], what: str) -> Optional[str]:
     raise InvalidInputError(f"{what}: give an RFC 3339 string or a datetime, not {type(value).__name__}")
 
 
+def asked_at(value: Union[str, date, datetime, None]) -> Optional[str]:
+    """When a question is asked: an RFC 3339 time, a timezone-aware datetime, or a date (its end,
+    UTC, as ``aril ask --at`` reads it)."""
+    if isinstance(value, date) and not isinstance(value, datetime):
+        return value.isoformat()
+    return rfc3339(value, "at")
+
+
 def expiry(value: Union[str, date, datetime, None]) -> Optional[str]:
     """An expiry: an RFC 3339 time, or a date (the memory lasts through that day, UTC)."""
     if isinstance(value, datetime):
