@@ -1799,6 +1799,23 @@ fn session_search_shows_each_session_once_and_lifts_sessions_that_speak_of_it_in
         .collect();
     assert!(voted.len() <= 1, "{voted:?}");
     drop(shallow);
+    // A question about what the assistant said gets no session list (it counts the user's
+    // turns): every session scores its best unit's fused score alone.
+    let mut engine = place.open();
+    let replies = "What did you suggest about what I am growing in my garden?";
+    let units = search(&mut engine, "u", replies, 30);
+    let sessions = engine
+        .search_sessions(&SearchRequest {
+            query: replies.into(),
+            ..request(10)
+        })
+        .unwrap();
+    assert_eq!(sessions.results.len(), 3, "{:?}", sessions.results);
+    for hit in &sessions.results {
+        let unit = units.results.iter().find(|u| u.id == hit.id).unwrap();
+        assert!((hit.score - unit.score).abs() < 1e-6, "{hit:?} {unit:?}");
+    }
+    drop(engine);
     let mut config = Config::default();
     config.recall.w_sessions = 0.0;
     let mut plain = place.open_with(config);

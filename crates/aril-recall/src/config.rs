@@ -60,6 +60,7 @@ pub struct RecallConfig {
     /// the mean cosine of their best `session_turns` dense turns); 0 ranks sessions by their best
     /// unit alone. Turn search ([`crate::Recall::search`]) does not use it. Measured on LongMemEval
     /// (docs/benchmarks-history.md): it lifts sessions that speak of the question in several turns.
+    /// A question about the assistant's own replies gets none ([`crate::replies`]).
     pub w_sessions: f32,
     /// How many of a session's best dense turns its session-list score averages.
     pub session_turns: usize,

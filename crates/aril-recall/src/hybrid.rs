@@ -32,7 +32,9 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::explain::{Explanation, FusedUnit, PathList, PathUnit, Trace};
-use crate::{LexicalTurnRoles, RecallConfig, RecallError, SegmentUse, pack, present, rrf_ranked};
+use crate::{
+    LexicalTurnRoles, RecallConfig, RecallError, SegmentUse, pack, present, replies, rrf_ranked,
+};
 
 /// The read path over one memory: its store, the search over the store's units and the
 /// embedder, with recall's settings. Cheap to make (references and a shared embedder), so each
@@ -360,7 +362,8 @@ impl Recall<'_> {
     /// cosine of their best `recall.session_turns` dense turns, so a session that speaks of the
     /// question in several turns rises above one that mentions it once. Only sessions with two
     /// turns or more among the question's `recall.session_depth` nearest are listed (a session
-    /// with one is the dense turn list's entry already). `k` and `budget` bound the sessions
+    /// with one is the dense turn list's entry already). A question about the assistant's own
+    /// replies gets no session list ([`crate::replies`]). `k` and `budget` bound the sessions
     /// returned as they bound units.
     pub fn search_sessions(&self, request: &SearchRequest) -> Result<SearchResponse, RecallError> {
         let (query, k) = checked(request, self.config.default_k)?;
@@ -376,7 +379,13 @@ impl Recall<'_> {
         let (qv, mut pre) =
             self.prefetched(&request.filter, query, None, request.asked_at, depth)?;
         let condition = request.condition.as_ref();
-        let listed = self.session_list(&pre.hiding, condition, &pre.dense_turns, &mut pre.read)?;
+        // The session list counts the user's turns; a question about the assistant's replies
+        // is answered by what the assistant said ([`crate::replies`]).
+        let listed = if replies::asks_about_replies(query) {
+            Vec::new()
+        } else {
+            self.session_list(&pre.hiding, condition, &pre.dense_turns, &mut pre.read)?
+        };
         let candidates =
             self.fused_candidates(&request.filter, query, &qv, pre, condition, None)?;
         let rank_of: HashMap<&SessionKey, usize> = listed.iter().zip(1..).collect();

@@ -4,7 +4,9 @@
 //!   lists taken through the search seam ([`aril_index::UnitSearch`]: dense and BM25 over turns,
 //!   windows and segments, plus the speaker (`focus.rs`) and date (`dated.rs`) focus lists), fused,
 //!   resolved to the store's current turns (newest first among equals when the question asks about
-//!   the present: `present.rs`) and packed into `k` and a token budget.
+//!   the present: `present.rs`) and packed into `k` and a token budget. Its session search adds a
+//!   session list of the user's turns, except for a question about the assistant's own replies
+//!   (`replies.rs`).
 //! - Its last steps are pure functions over ids, easy to test on hand-built rankings:
 //!   reciprocal-rank fusion ([`rrf`], [`rrf_ranked`]), selection across paths with diversity
 //!   ([`select_diverse`]) and packing into a budget ([`pack`]). The planned recall of the engine
@@ -22,6 +24,7 @@ mod focus;
 mod fusion;
 mod hybrid;
 mod present;
+mod replies;
 
 pub use budget::{Packed, pack};
 pub use config::{LexicalTurnRoles, RECALL_RRF_K, RecallConfig, SegmentUse};
