@@ -16,6 +16,7 @@
 
 mod budget;
 mod config;
+mod cues;
 mod dated;
 mod diversity;
 mod error;

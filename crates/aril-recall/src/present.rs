@@ -48,17 +48,8 @@ const PAST: &[&str] = &["did", "was", "were", "had"];
 /// Whether `question` asks about the present: one of [`CUES`], or (with `by_tense`) its first
 /// auxiliary is a present one.
 pub fn asks_about_present(question: &str, by_tense: bool) -> bool {
-    let words: Vec<String> = question
-        .split(|c: char| !c.is_alphanumeric() && c != '\'')
-        .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
-        .collect();
-    let cued = CUES.iter().any(|cue| {
-        let cue: Vec<&str> = cue.split(' ').collect();
-        words
-            .windows(cue.len())
-            .any(|w| w.iter().zip(&cue).all(|(a, b)| a == b))
-    });
+    let words = crate::cues::words(question);
+    let cued = crate::cues::holds_any(&words, CUES);
     let tense = words
         .iter()
         .find(|w| PRESENT.contains(&w.as_str()) || PAST.contains(&w.as_str()));

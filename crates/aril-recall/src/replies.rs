@@ -49,17 +49,7 @@ const CUES: &[&str] = &[
 
 /// Whether `question` asks about what the assistant said (one of [`CUES`]).
 pub fn asks_about_replies(question: &str) -> bool {
-    let words: Vec<String> = question
-        .split(|c: char| !c.is_alphanumeric() && c != '\'')
-        .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
-        .collect();
-    CUES.iter().any(|cue| {
-        let cue: Vec<&str> = cue.split(' ').collect();
-        words
-            .windows(cue.len())
-            .any(|w| w.iter().zip(&cue).all(|(a, b)| a == b))
-    })
+    crate::cues::holds_any(&crate::cues::words(question), CUES)
 }
 
 #[cfg(test)]
