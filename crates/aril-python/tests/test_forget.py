@@ -53,6 +53,8 @@ def test_a_forgotten_memory_is_found_only_when_asked_before_its_end(front):
         mem.restore(mid)
     with pytest.raises(aril.InvalidInputError, match="timezone"):
         mem.forget(mid, at=datetime(2024, 6, 1))
+    with pytest.raises(aril.InvalidInputError, match="RFC 3339 string, a datetime or a date, not int"):
+        mem.search("Where do I live?", user_id=user, at=20240601)  # type: ignore[arg-type]
     with pytest.raises(aril.NotFoundError):
         mem.forget("t_nothing")
     locked = mem.add("My passport number ends in 77.", user_id=user, immutable=True).ids[0]

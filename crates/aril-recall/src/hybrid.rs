@@ -409,9 +409,9 @@ impl Recall<'_> {
 
     /// The session list of [`Recall::search_sessions`]: the sessions with at least two of the
     /// first `session_depth` of `dense_turns`' current turns, best first by the mean cosine of
-    /// their best `session_turns` turns. A turn the answer leaves out (`hiding`: say a newer version of its
-    /// memory replaces it) does not count, as turn search does not show it. The turns read go
-    /// into `read`.
+    /// their best `session_turns` turns. A turn the answer leaves out (`hiding`: say a newer
+    /// version of its memory replaces it) does not count, as turn search does not show it. The
+    /// turns read go into `read`.
     fn session_list(
         &self,
         hiding: &Hiding,

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
-from ._messages import Messages, asked_at, expiry, rfc3339, to_turns
+from ._messages import Messages, asked_at, day_or_time, expiry, rfc3339, to_turns
 from ._native import InvalidInputError
 from ._types import Added, HistoryEntry, MemoryItem, Page, SearchResult, Segment
 
@@ -164,9 +164,7 @@ class Api:
         start, UTC; default now) without deleting it: search asked from then on leaves it out,
         ``history`` shows until when it held, ``get``/``get_all`` show it with ``valid_to``.
         ``ImmutableError`` for an immutable memory."""
-        when = at.isoformat() if isinstance(at, date) and not isinstance(at, datetime) else \
-            rfc3339(at, "at")  # type: ignore[arg-type]
-        return MemoryItem._from(self._forget(memory_id, when, False))
+        return MemoryItem._from(self._forget(memory_id, day_or_time(at, "at"), False))
 
     def restore(self, memory_id: str) -> MemoryItem:
         """Undoes ``forget``: the memory holds again (a new version that says so)."""

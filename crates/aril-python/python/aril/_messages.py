@@ -30,21 +30,26 @@ def rfc3339(value: Union[str, datetime, None], what: str) -> Optional[str]:
     raise InvalidInputError(f"{what}: give an RFC 3339 string or a datetime, not {type(value).__name__}")
 
 
-def asked_at(value: Union[str, date, datetime, None]) -> Optional[str]:
-    """When a question is asked: an RFC 3339 time, a timezone-aware datetime, or a date (its end,
-    UTC, as ``aril ask --at`` reads it)."""
+def day_or_time(value: Union[str, date, datetime, None], what: str) -> Optional[str]:
+    """A time or a whole day as aril takes it: an RFC 3339 string, a timezone-aware datetime, or a
+    date (its ISO day; which end of the day it means is the field's, read on the Rust side)."""
     if isinstance(value, date) and not isinstance(value, datetime):
         return value.isoformat()
-    return rfc3339(value, "at")
+    if value is None or isinstance(value, (str, datetime)):
+        return rfc3339(value, what)
+    raise InvalidInputError(
+        f"{what}: give an RFC 3339 string, a datetime or a date, not {type(value).__name__}"
+    )
+
+
+def asked_at(value: Union[str, date, datetime, None]) -> Optional[str]:
+    """When a question is asked: a time, or a date (its end, UTC, as ``aril ask --at`` reads it)."""
+    return day_or_time(value, "at")
 
 
 def expiry(value: Union[str, date, datetime, None]) -> Optional[str]:
-    """An expiry: an RFC 3339 time, or a date (the memory lasts through that day, UTC)."""
-    if isinstance(value, datetime):
-        return rfc3339(value, "expires_at")
-    if isinstance(value, date):
-        return value.isoformat()
-    return rfc3339(value, "expires_at")
+    """An expiry: a time, or a date (the memory lasts through that day, UTC)."""
+    return day_or_time(value, "expires_at")
 
 
 def _content(message: Mapping[str, Any], i: int) -> str:
