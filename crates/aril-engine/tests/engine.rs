@@ -32,6 +32,7 @@ aril_store::conformance!(
     a_question_naming_a_month_votes_for_what_was_said_that_month,
     a_question_asking_about_last_week_votes_for_what_was_said_since,
     a_question_about_the_present_puts_the_newest_statement_first,
+    a_counting_question_is_searched_again_without_its_counting_words,
     an_explained_search_answers_as_the_search_and_shows_each_paths_list,
     sentence_vectors_find_the_sentence_of_a_long_turn_that_answers,
     an_update_is_a_new_version_that_recall_prefers_and_history_keeps,
@@ -357,7 +358,7 @@ fn only_lists(on: impl FnOnce(&mut aril_engine::RecallConfig)) -> Config {
     let r = &mut config.recall;
     (r.w_dense_turns, r.w_lexical_turns, r.w_dense_segments) = (0.0, 0.0, 0.0);
     (r.w_lexical_segments, r.w_lexical_windows) = (0.0, 0.0);
-    (r.w_focus, r.w_dated, r.w_present) = (0.0, 0.0, 0.0);
+    (r.w_focus, r.w_dated, r.w_present, r.w_counting) = (0.0, 0.0, 0.0, 0.0);
     on(r);
     config
 }
@@ -536,6 +537,53 @@ fn a_question_naming_a_month_votes_for_what_was_said_that_month(place: &Place) {
         "{:?}",
         plain.results
     );
+}
+
+fn a_counting_question_is_searched_again_without_its_counting_words(place: &Place) {
+    // One turn says what is counted; the others share the question's counting words only.
+    let turns = vec![
+        said_in(5, 0, "I still have to return the boots to Zara."),
+        said_in(
+            5,
+            1,
+            "Can you help me calculate the total of my charity donations?",
+        ),
+        said_in(5, 2, "How many hours are in a week, in total?"),
+        said_in(5, 3, "The weather was awful all week."),
+    ];
+    // Only the counting lists vote, so the order and the votes are theirs alone.
+    let mut engine = place.open_with(only_lists(|r| r.w_counting = 1.0));
+    ingest(&mut engine, turns, true);
+    let question = "How many items in total do I still have to return to the store?";
+    let found = search(&mut engine, "u", question, 4);
+    let counted = voted(&found);
+    assert!(
+        counted
+            .first()
+            .is_some_and(|t| t.ends_with("I still have to return the boots to Zara.")),
+        "{counted:?}"
+    );
+    let explained = engine
+        .explain(&SearchRequest {
+            filter: ScopeFilter::user("u"),
+            query: question.into(),
+            k: Some(4),
+            budget: None,
+            asked_at: None,
+            condition: None,
+            threshold: None,
+        })
+        .unwrap();
+    let paths: Vec<&str> = explained.trace.lists.iter().map(|l| l.path).collect();
+    assert!(paths.contains(&"counting focus: dense"), "{paths:?}");
+    // A question that counts nothing, or only measures time, gets no counting lists.
+    for plain in [
+        "What do I still have to return to the store?",
+        "How many days ago did I return the boots?",
+    ] {
+        let found = search(&mut engine, "u", plain, 4);
+        assert!(voted(&found).is_empty(), "{plain}: {:?}", found.results);
+    }
 }
 
 fn an_explained_search_answers_as_the_search_and_shows_each_paths_list(place: &Place) {

@@ -84,6 +84,11 @@ pub struct RecallConfig {
     /// returns segments as units of their own. Measured on LoCoMo, showing whole segments spends
     /// the token budget on neighbours of the evidence (docs/benchmarks-history.md).
     pub segments: SegmentUse,
+    /// Weight of each counting focus list ([`crate::counting`]): a question that counts or sums
+    /// ("how many …", "… in total") is searched again without its counting words (dense, BM25,
+    /// windows), fused beside its own lists. 0 turns it off. Measured on LongMemEval dev and dev2
+    /// (docs/benchmarks-history.md): the counting words draw turns that count something else.
+    pub w_counting: f32,
 }
 
 /// The `k` of RRF in the LLM-free recall: lower than the customary 60, because a retrieved segment
@@ -131,6 +136,7 @@ impl Default for RecallConfig {
             prefilter_max: 4096,
             filtered_depth_max: 4096,
             segments: SegmentUse::RankTurns,
+            w_counting: 1.0,
         }
     }
 }

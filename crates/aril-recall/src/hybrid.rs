@@ -3,8 +3,9 @@
 //! BM25 over each turn's lexical window, BM25 over segments when weighted) and fused with RRF; a
 //! question naming one of the scope's speakers adds three more ([`crate::focus`]), and one naming
 //! a day, month or year, or a past time relative to when it is asked, three more
-//! ([`crate::dated`]); one asking about the present ranks the fused candidates once more, newest
-//! first ([`crate::present`]). By default a segment's rank is credited to
+//! ([`crate::dated`]), and one that counts or sums ("how many …", "… in total") three more
+//! ([`crate::counting`]); one asking about the present ranks the fused candidates once more,
+//! newest first ([`crate::present`]). By default a segment's rank is credited to
 //! each of its turns (`SegmentUse::RankTurns`): the segment's context lifts the turns it holds,
 //! and only turns are shown. The fused units are packed into `k` and an optional token budget; no
 //! turn is shown twice (a segment shown as a unit shows only the turns a better-ranked unit has
@@ -15,7 +16,8 @@
 //! Cost per query: one embedding (no cache write; [`aril_embed::embed_question`]), two passes
 //! over the user's chunk vectors, two or three tantivy queries (the BM25 turn list keeps the
 //! dense roles' turns inside its query), a few store reads; each focus (speaker, date) adds one
-//! embedding, one pass and two tantivy queries, `focus_depth` times deeper. The first BM25 lists
+//! embedding, one pass and two tantivy queries, `focus_depth` times deeper; the counting focus
+//! the same at the first lists' depth. The first BM25 lists
 //! run on two scoped threads while the question embeds ([`Recall::prefetched`]).
 
 use std::collections::{HashMap, HashSet};
@@ -128,7 +130,7 @@ struct Prefetched {
     dated: FocusLists,
 }
 
-/// The turn lists of a focus, speaker or date (empty when the question names none).
+/// The turn lists of a focus, speaker, date or counting (empty when the question has none).
 #[derive(Default)]
 struct FocusLists {
     dense: Vec<Hit>,
@@ -643,6 +645,7 @@ impl Recall<'_> {
         } else {
             FocusLists::default()
         };
+        let counting = self.counting_focus(filter, query, &mut read)?;
         // Every path once, for the fusion and for an explanation alike.
         let path = FusionPath::new;
         let paths = [
@@ -662,6 +665,24 @@ impl Recall<'_> {
             path("date focus: dense", &dated.dense, r.w_dated, false),
             path("date focus: BM25", &dated.lexical, r.w_dated, false),
             path("date focus: windows", &dated.windows, r.w_dated, false),
+            path(
+                "counting focus: dense",
+                &counting.dense,
+                r.w_counting,
+                false,
+            ),
+            path(
+                "counting focus: BM25",
+                &counting.lexical,
+                r.w_counting,
+                false,
+            ),
+            path(
+                "counting focus: windows",
+                &counting.windows,
+                r.w_counting,
+                false,
+            ),
         ];
         let lists = paths
             .iter()
@@ -786,6 +807,23 @@ impl Recall<'_> {
         })
     }
 
+    /// Counting focus ([`crate::counting`]): for a question that counts or sums, the dense, BM25
+    /// and window turn lists searched again for the question without its counting words,
+    /// `candidates` deep (nothing is filtered out, so nothing deeper is needed).
+    fn counting_focus(
+        &self,
+        filter: &ScopeFilter,
+        query: &str,
+        read: &mut TurnsById,
+    ) -> Result<FocusLists, RecallError> {
+        match crate::counting::without_counting(query) {
+            Some(asked) if self.config.w_counting > 0.0 => {
+                self.focus_lists(filter, &asked, self.config.candidates, read, |_| true)
+            }
+            _ => Ok(FocusLists::default()),
+        }
+    }
+
     /// The dense, BM25 and window turn lists for `asked`, searched `focus_depth` times deeper
     /// than `candidates`, each keeping the turns `keep` admits. The turns read go into `read`.
     fn restricted_lists(
@@ -796,6 +834,19 @@ impl Recall<'_> {
         keep: impl Fn(&Turn) -> bool,
     ) -> Result<FocusLists, RecallError> {
         let depth = self.config.candidates * self.config.focus_depth.max(1);
+        self.focus_lists(filter, asked, depth, read, keep)
+    }
+
+    /// The dense, BM25 and window turn lists for `asked`, `depth` deep, each keeping the turns
+    /// `keep` admits. The turns read go into `read`.
+    fn focus_lists(
+        &self,
+        filter: &ScopeFilter,
+        asked: &str,
+        depth: usize,
+        read: &mut TurnsById,
+        keep: impl Fn(&Turn) -> bool,
+    ) -> Result<FocusLists, RecallError> {
         let wanted = Wanted {
             depth,
             segments: false,
