@@ -1,5 +1,6 @@
-//! The planned read path (seed 000, BRIEF §1.4): one planner call splits the question into paths;
-//! each path ranks cards (dense and BM25 over the user's current cards, the entity / topic /
+//! The planned read path (seed 000, BRIEF §1.4): one planner call splits the question into paths,
+//! and the question as asked is always one of them ([`Plan::with_question`]: a plan adds what
+//! the question alone would miss, it cannot lose what the question finds); each path ranks cards (dense and BM25 over the user's current cards, the entity / topic /
 //! entity+topic indexes, the date index for its time window) and verbatim turns (the LLM-free
 //! hybrid recall, with turns inside the window credited twice), fused with RRF inside the path.
 //! Paths are fused with RRF, a diversity-preserving selection keeps every path a share and drops
@@ -786,7 +787,7 @@ pub fn recall_planned_shared(
     let planned = plan_question(&metered, question, asked_at, &PlanConfig::default());
     let cost = shared.write(|e| e.store_calls(&metered))?;
     let (plan, plan_note) = match planned {
-        Ok(p) => (p.plan, None),
+        Ok(p) => (p.plan.with_question(question), None),
         Err(LlmError::InvalidReply { reason }) => {
             tracing::warn!(%reason, "the planner's reply is unusable; searching the question as asked");
             (

@@ -123,6 +123,7 @@ aril_store::conformance!(
     preference_cards_form_the_profile_and_get_a_list_of_their_own,
     facts_the_user_said_are_stable_traits_and_facts_from_the_assistant_are_not,
     an_unusable_plan_or_no_planner_searches_the_question_and_says_so,
+    a_plan_that_searches_elsewhere_still_finds_what_the_question_finds,
     ask_answers_from_the_context_and_an_empty_answer_is_an_error,
     deleted_cards_are_never_recalled,
     a_turn_the_prompt_already_holds_is_not_recalled_again,
@@ -159,7 +160,12 @@ fn planned_paths_find_cards_with_their_source_turns_and_each_path_keeps_a_share(
             Some(&planner),
         )
         .unwrap();
-    assert_eq!(r.plan.paths.len(), 2);
+    // The planner's two paths, and the question as asked for a third.
+    assert_eq!(r.plan.paths.len(), 3);
+    assert_eq!(
+        r.plan.paths[2].query,
+        "How is the dog, and how is the training going?"
+    );
     assert!(r.plan_note.is_none());
     assert!(
         r.reranker.starts_with("none"),
@@ -375,6 +381,35 @@ fn an_unusable_plan_or_no_planner_searches_the_question_and_says_so(place: &Plac
         .unwrap();
     assert!(r.plan_note.unwrap().contains("no planner"));
     assert_eq!(r.items[0].source_turns, vec!["s1:0".to_string()]);
+}
+
+/// A valid plan whose one path looks elsewhere (what a small model writes: a date for its query,
+/// cards of another day): the question as asked is searched beside it.
+fn a_plan_that_searches_elsewhere_still_finds_what_the_question_finds(place: &Place) {
+    let (mut engine, _) = engine_with_cards(place);
+    let astray = Scripted::new(vec![json!({"paths": [
+        {"goal": "2023-10-01", "query": "2023-10-01", "entities": [], "topics": [],
+         "from": "2023-10-01", "to": "2023-10-01", "units": ["cards"]}
+    ]})]);
+    let r = engine
+        .recall_planned(&request("Where did I adopt the beagle?"), Some(&astray))
+        .unwrap();
+    assert!(r.plan_note.is_none(), "the plan was valid");
+    assert_eq!(r.plan.paths.len(), 2);
+    let shelter = r
+        .items
+        .iter()
+        .find(|i| i.text.contains("shelter"))
+        .expect("the adoption is recalled");
+    assert!(shelter.paths.contains(&2), "{:?}", r.items);
+    // The plan's path reads cards only: every verbatim turn is the question's path's.
+    let turns: Vec<_> = r
+        .items
+        .iter()
+        .filter(|i| i.kind == UnitKind::Turn)
+        .collect();
+    assert!(!turns.is_empty(), "{:?}", r.items);
+    assert!(turns.iter().all(|i| i.paths == vec![2]), "{turns:?}");
 }
 
 fn ask_answers_from_the_context_and_an_empty_answer_is_an_error(place: &Place) {

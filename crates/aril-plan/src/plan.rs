@@ -47,15 +47,37 @@ impl Plan {
     /// The plan without a planner: the question itself over cards and turns, no window.
     pub fn single(question: &str) -> Self {
         Self {
-            paths: vec![PlanPath {
-                goal: "the question as asked".into(),
-                query: question.trim().to_string(),
-                entities: Vec::new(),
-                topics: Vec::new(),
-                window: None,
-                wants: vec![Want::Cards, Want::Turns],
-            }],
+            paths: vec![as_asked(question)],
         }
+    }
+
+    /// The plan with the question as asked for its last path (cards and turns, no window), unless
+    /// a path searches it so already: a planner's paths add to what the question itself finds
+    /// and never lose it. A small or confused model's plan ("query": a date, cards only, a window
+    /// of the wrong day) otherwise leaves the evidence outside every path.
+    pub fn with_question(mut self, question: &str) -> Self {
+        let asked = as_asked(question);
+        let searched = self.paths.iter().any(|p| {
+            p.query.eq_ignore_ascii_case(&asked.query)
+                && p.window.is_none()
+                && asked.wants.iter().all(|w| p.wants.contains(w))
+        });
+        if !searched {
+            self.paths.push(asked);
+        }
+        self
+    }
+}
+
+/// The question itself over cards and turns, no window.
+fn as_asked(question: &str) -> PlanPath {
+    PlanPath {
+        goal: "the question as asked".into(),
+        query: question.trim().to_string(),
+        entities: Vec::new(),
+        topics: Vec::new(),
+        window: None,
+        wants: vec![Want::Cards, Want::Turns],
     }
 }
 
@@ -197,4 +219,50 @@ pub fn plan_question(
         plan: Plan { paths },
         calls: reply.calls,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn path(query: &str, window: Option<TimeWindow>, wants: Vec<Want>) -> PlanPath {
+        PlanPath {
+            goal: "g".into(),
+            query: query.into(),
+            entities: Vec::new(),
+            topics: Vec::new(),
+            window,
+            wants,
+        }
+    }
+
+    #[test]
+    fn the_question_joins_a_plan_that_does_not_search_it_as_asked() {
+        let question = "Where did I adopt the beagle?";
+        let day = TimeWindow {
+            from: Some(Utc::now()),
+            to: None,
+        };
+        for paths in [
+            vec![path("2023-10-01", None, vec![Want::Cards])],
+            vec![path(question, Some(day), vec![Want::Cards, Want::Turns])],
+            vec![path(question, None, vec![Want::Cards])],
+        ] {
+            let plan = Plan {
+                paths: paths.clone(),
+            }
+            .with_question(question);
+            assert_eq!(plan.paths.len(), paths.len() + 1);
+            assert_eq!(plan.paths.last(), Plan::single(question).paths.first());
+        }
+        // A path that searches the question as asked already (any case) is not repeated.
+        let plan = Plan {
+            paths: vec![path(
+                "where did I adopt the beagle?",
+                None,
+                vec![Want::Turns, Want::Cards],
+            )],
+        };
+        assert_eq!(plan.clone().with_question(question), plan);
+    }
 }
