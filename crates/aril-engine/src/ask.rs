@@ -1,8 +1,9 @@
 //! The planned read path (seed 000, BRIEF §1.4): one planner call splits the question into paths,
 //! and the question as asked is always one of them ([`Plan::with_question`]: a plan adds what
-//! the question alone would miss, it cannot lose what the question finds); each path ranks cards (dense and BM25 over the user's current cards, the entity / topic /
-//! entity+topic indexes, the date index for its time window) and verbatim turns (the LLM-free
-//! hybrid recall, with turns inside the window credited twice), fused with RRF inside the path.
+//! the question alone would miss, it cannot lose what the question finds); each path ranks cards
+//! (dense and BM25 over the user's current cards, the entity / topic / entity+topic indexes, the
+//! date index for its time window) and verbatim turns (the LLM-free hybrid recall, with turns
+//! inside the window credited twice), fused with RRF inside the path.
 //! Paths are fused with RRF, a diversity-preserving selection keeps every path a share and drops
 //! near-duplicate cards, and the chosen units are packed into the token budget: cards with their
 //! dates and source-turn snippets. The context is shown newest first, and the answer prompt tells
