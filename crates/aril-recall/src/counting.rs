@@ -10,7 +10,7 @@
 //! take "how many days ago …", "how many months before …" for a count: those measure time
 //! between events, the date rules' business, unless they also sum ("how many hours in total").
 
-use crate::cues::{holds_any, words};
+use crate::cues::{holds_any, phrase_len_at, words};
 
 /// Units a "how many" question counts in rather than things it counts.
 const UNITS: &[&str] = &[
@@ -48,27 +48,22 @@ pub fn without_counting(question: &str) -> Option<String> {
     if measures_time && !holds_any(&words, SUMS) {
         return None;
     }
-    let operations: Vec<Vec<&str>> = OPERATIONS
-        .iter()
-        .map(|op| op.split(' ').collect())
-        .collect();
     let mut kept: Vec<&str> = Vec::with_capacity(words.len());
     let mut dropped = false;
     let mut i = 0;
     while i < words.len() {
-        let rest = &words[i..];
-        let op = operations
+        let op = OPERATIONS
             .iter()
-            .find(|op| rest.len() >= op.len() && rest.iter().zip(op.iter()).all(|(a, b)| a == b));
-        let Some(op) = op else {
+            .find_map(|op| phrase_len_at(&words[i..], op).map(|n| (*op, n)));
+        let Some((op, n)) = op else {
             kept.push(&words[i]);
             i += 1;
             continue;
         };
         dropped = true;
-        i += op.len();
+        i += n;
         // "how many hours": the unit goes with the operation.
-        if op[..] == ["how", "many"] && words.get(i).is_some_and(|w| UNITS.contains(&w.as_str())) {
+        if op == "how many" && words.get(i).is_some_and(|w| UNITS.contains(&w.as_str())) {
             i += 1;
         }
     }

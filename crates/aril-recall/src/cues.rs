@@ -14,12 +14,21 @@ pub(crate) fn words(question: &str) -> Vec<String> {
 /// Whether `words` hold one of `cues` (each a word, or words separated by single spaces) as
 /// consecutive whole words.
 pub(crate) fn holds_any(words: &[String], cues: &[&str]) -> bool {
-    cues.iter().any(|cue| {
-        let cue: Vec<&str> = cue.split(' ').collect();
-        words
-            .windows(cue.len())
-            .any(|w| w.iter().zip(&cue).all(|(a, b)| a == b))
-    })
+    cues.iter()
+        .any(|cue| (0..words.len()).any(|i| phrase_len_at(&words[i..], cue).is_some()))
+}
+
+/// How many words `phrase` (a word, or words separated by single spaces) takes when `words`
+/// begin with it, whole; `None` when they do not.
+pub(crate) fn phrase_len_at(words: &[String], phrase: &str) -> Option<usize> {
+    let mut n = 0;
+    for part in phrase.split(' ') {
+        if words.get(n)? != part {
+            return None;
+        }
+        n += 1;
+    }
+    Some(n)
 }
 
 #[cfg(test)]

@@ -816,11 +816,12 @@ impl Recall<'_> {
         query: &str,
         read: &mut TurnsById,
     ) -> Result<FocusLists, RecallError> {
+        if self.config.w_counting <= 0.0 {
+            return Ok(FocusLists::default());
+        }
         match crate::counting::without_counting(query) {
-            Some(asked) if self.config.w_counting > 0.0 => {
-                self.focus_lists(filter, &asked, self.config.candidates, read, |_| true)
-            }
-            _ => Ok(FocusLists::default()),
+            Some(asked) => self.focus_lists(filter, &asked, self.config.candidates, read, |_| true),
+            None => Ok(FocusLists::default()),
         }
     }
 
