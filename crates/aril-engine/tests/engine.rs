@@ -33,6 +33,7 @@ aril_store::conformance!(
     a_question_asking_about_last_week_votes_for_what_was_said_since,
     a_question_about_the_present_puts_the_newest_statement_first,
     a_counting_question_is_searched_again_without_its_counting_words,
+    a_question_about_my_age_finds_where_i_said_it,
     an_explained_search_answers_as_the_search_and_shows_each_paths_list,
     sentence_vectors_find_the_sentence_of_a_long_turn_that_answers,
     an_update_is_a_new_version_that_recall_prefers_and_history_keeps,
@@ -358,7 +359,8 @@ fn only_lists(on: impl FnOnce(&mut aril_engine::RecallConfig)) -> Config {
     let r = &mut config.recall;
     (r.w_dense_turns, r.w_lexical_turns, r.w_dense_segments) = (0.0, 0.0, 0.0);
     (r.w_lexical_segments, r.w_lexical_windows) = (0.0, 0.0);
-    (r.w_focus, r.w_dated, r.w_present, r.w_counting) = (0.0, 0.0, 0.0, 0.0);
+    (r.w_focus, r.w_dated, r.w_present) = (0.0, 0.0, 0.0);
+    (r.w_counting, r.w_age) = (0.0, 0.0);
     on(r);
     config
 }
@@ -582,6 +584,51 @@ fn a_counting_question_is_searched_again_without_its_counting_words(place: &Plac
         "How many days ago did I return the boots?",
     ] {
         let found = search(&mut engine, "u", plain, 4);
+        assert!(voted(&found).is_empty(), "{plain}: {:?}", found.results);
+    }
+}
+
+fn a_question_about_my_age_finds_where_i_said_it(place: &Place) {
+    // The age is said in passing; the other turns hold numbers or the question's own words.
+    let mut turns = vec![
+        said_in(5, 0, "My friend Rachel is getting married next year."),
+        said_in(5, 1, "I'm 5 minutes away from the station."),
+        said_in(
+            5,
+            2,
+            "I'm 34, so my skin has changed a lot, any cream you'd suggest?",
+        ),
+        said_in(5, 3, "My mom is 55 and she loves gardening."),
+    ];
+    // The same words said by the assistant are not the user's age.
+    turns.push(NewTurn {
+        role: Role::Assistant,
+        ..said_in(5, 4, "I'm 40 years old, as assistants go.")
+    });
+    // Only the age lists vote, so the order and the votes are theirs alone.
+    let mut engine = place.open_with(only_lists(|r| r.w_age = 2.0));
+    ingest(&mut engine, turns, true);
+    let question = "How old will I be when Rachel gets married?";
+    let found = search(&mut engine, "u", question, 5);
+    let aged = voted(&found);
+    assert_eq!(aged.len(), 1, "{:?}", found.results);
+    assert!(aged[0].ends_with("so my skin has changed a lot, any cream you'd suggest?"));
+    let explained = engine
+        .explain(&SearchRequest {
+            filter: ScopeFilter::user("u"),
+            query: question.into(),
+            k: Some(5),
+            budget: None,
+            asked_at: None,
+            condition: None,
+            threshold: None,
+        })
+        .unwrap();
+    let paths: Vec<&str> = explained.trace.lists.iter().map(|l| l.path).collect();
+    assert!(paths.contains(&"age focus: dense"), "{paths:?}");
+    // A question about someone else's age, or about no age, gets no age lists.
+    for plain in ["How old is my mom?", "When is Rachel getting married?"] {
+        let found = search(&mut engine, "u", plain, 5);
         assert!(voted(&found).is_empty(), "{plain}: {:?}", found.results);
     }
 }

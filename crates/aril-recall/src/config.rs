@@ -89,6 +89,12 @@ pub struct RecallConfig {
     /// windows), fused beside its own lists. 0 turns it off. Measured on LongMemEval dev and dev2
     /// (docs/benchmarks-history.md): the counting words draw turns that count something else.
     pub w_counting: f32,
+    /// Weight of the age focus ([`crate::age`]): a question about the asker's own age ("How old
+    /// was I when …") gets lists of the user's turns that state an age of their own ("I just
+    /// turned 32"), fused beside its own lists. 0 turns it off. Measured on LongMemEval dev and
+    /// dev2 (docs/benchmarks-history.md): the age is said in passing in another session, in no
+    /// word of the question.
+    pub w_age: f32,
 }
 
 /// The `k` of RRF in the LLM-free recall: lower than the customary 60, because a retrieved segment
@@ -137,6 +143,7 @@ impl Default for RecallConfig {
             filtered_depth_max: 4096,
             segments: SegmentUse::RankTurns,
             w_counting: 1.0,
+            w_age: 2.0,
         }
     }
 }

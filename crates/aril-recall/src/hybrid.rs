@@ -1,24 +1,24 @@
 //! The LLM-free read path: the question is embedded once, then ranked lists are taken inside the
 //! scope (cosine over turn chunks, BM25 over the dense roles' turns, cosine over segment chunks,
 //! BM25 over each turn's lexical window, BM25 over segments when weighted) and fused with RRF; a
-//! question naming one of the scope's speakers adds three more ([`crate::focus`]), and one naming
-//! a day, month or year, or a past time relative to when it is asked, three more
-//! ([`crate::dated`]), and one that counts or sums ("how many …", "… in total") three more
-//! ([`crate::counting`]); one asking about the present ranks the fused candidates once more,
-//! newest first ([`crate::present`]). By default a segment's rank is credited to
-//! each of its turns (`SegmentUse::RankTurns`): the segment's context lifts the turns it holds,
-//! and only turns are shown. The fused units are packed into `k` and an optional token budget; no
-//! turn is shown twice (a segment shown as a unit shows only the turns a better-ranked unit has
-//! not). Session search ([`Recall::search_sessions`]) ranks sessions instead: each session's
-//! best unit, plus one more RRF list ranking the sessions by how many of their turns are near
-//! the question.
+//! question naming one of the scope's speakers adds three more ([`crate::focus`]), one naming a
+//! day, month or year, or a past time relative to when it is asked, three more
+//! ([`crate::dated`]), one that counts or sums ("how many …", "… in total") three more
+//! ([`crate::counting`]), and one about the asker's own age three more ([`crate::age`]); one
+//! asking about the present ranks the fused candidates once more, newest first
+//! ([`crate::present`]). By default a segment's rank is credited to each of its turns
+//! (`SegmentUse::RankTurns`): the segment's context lifts the turns it holds, and only turns are
+//! shown. The fused units are packed into `k` and an optional token budget; no turn is shown
+//! twice (a segment shown as a unit shows only the turns a better-ranked unit has not). Session
+//! search ([`Recall::search_sessions`]) ranks sessions instead: each session's best unit, plus
+//! one more RRF list ranking the sessions by how many of their turns are near the question.
 //!
 //! Cost per query: one embedding (no cache write; [`aril_embed::embed_question`]), two passes
 //! over the user's chunk vectors, two or three tantivy queries (the BM25 turn list keeps the
-//! dense roles' turns inside its query), a few store reads; each focus (speaker, date) adds one
-//! embedding, one pass and two tantivy queries, `focus_depth` times deeper; the counting focus
-//! the same at the first lists' depth. The first BM25 lists
-//! run on two scoped threads while the question embeds ([`Recall::prefetched`]).
+//! dense roles' turns inside its query), a few store reads; each focus (speaker, date, age) adds
+//! one embedding, one pass and two tantivy queries, `focus_depth` times deeper; the counting
+//! focus the same at the first lists' depth. The first BM25 lists run on two scoped threads
+//! while the question embeds ([`Recall::prefetched`]).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -646,6 +646,7 @@ impl Recall<'_> {
             FocusLists::default()
         };
         let counting = self.counting_focus(filter, query, &mut read)?;
+        let age = self.age_focus(filter, query, &mut read)?;
         // Every path once, for the fusion and for an explanation alike.
         let path = FusionPath::new;
         let paths = [
@@ -683,6 +684,9 @@ impl Recall<'_> {
                 r.w_counting,
                 false,
             ),
+            path("age focus: dense", &age.dense, r.w_age, false),
+            path("age focus: BM25", &age.lexical, r.w_age, false),
+            path("age focus: windows", &age.windows, r.w_age, false),
         ];
         let lists = paths
             .iter()
@@ -823,6 +827,23 @@ impl Recall<'_> {
             Some(asked) => self.focus_lists(filter, &asked, self.config.candidates, read, |_| true),
             None => Ok(FocusLists::default()),
         }
+    }
+
+    /// Age focus ([`crate::age`]): for a question about the asker's own age, the dense, BM25 and
+    /// window turn lists for how people state their age (`focus_depth` times deeper), each
+    /// keeping the user's turns that state an age of their own.
+    fn age_focus(
+        &self,
+        filter: &ScopeFilter,
+        query: &str,
+        read: &mut TurnsById,
+    ) -> Result<FocusLists, RecallError> {
+        if self.config.w_age <= 0.0 || !crate::age::asks_own_age(query) {
+            return Ok(FocusLists::default());
+        }
+        self.restricted_lists(filter, crate::age::AGE_STATEMENT, read, |t| {
+            t.turn.role == Role::User && crate::age::states_own_age(&t.turn.text)
+        })
     }
 
     /// The dense, BM25 and window turn lists for `asked`, searched `focus_depth` times deeper

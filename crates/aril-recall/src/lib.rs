@@ -2,8 +2,8 @@
 //!
 //! - [`Recall`] (`hybrid`) is the LLM-free recall over one memory: the question embedded, ranked
 //!   lists taken through the search seam ([`aril_index::UnitSearch`]: dense and BM25 over turns,
-//!   windows and segments, plus the speaker (`focus.rs`), date (`dated.rs`) and counting
-//!   (`counting.rs`) focus lists), fused,
+//!   windows and segments, plus the speaker (`focus.rs`), date (`dated.rs`), counting
+//!   (`counting.rs`) and age (`age.rs`) focus lists), fused,
 //!   resolved to the store's current turns (newest first among equals when the question asks about
 //!   the present: `present.rs`) and packed into `k` and a token budget. Its session search adds a
 //!   session list of the user's turns, except for a question about the assistant's own replies
@@ -15,6 +15,7 @@
 //!
 //! [`RecallConfig`] holds every weight and depth, with its measured default.
 
+mod age;
 mod budget;
 mod config;
 mod counting;
