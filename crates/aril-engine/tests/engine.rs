@@ -104,18 +104,27 @@ fn ingest(engine: &mut Engine, turns: Vec<NewTurn>, flush: bool) -> IngestReport
         .unwrap()
 }
 
+/// A plain search of `query` in `user`'s scope, `k` units at most.
+fn request(user: &str, query: &str, k: usize) -> SearchRequest {
+    SearchRequest {
+        filter: ScopeFilter::user(user),
+        query: query.into(),
+        k: Some(k),
+        budget: None,
+        asked_at: None,
+        condition: None,
+        threshold: None,
+    }
+}
+
+/// The paths an explained search of `query` lists.
+fn explained_paths(engine: &mut Engine, user: &str, query: &str, k: usize) -> Vec<&'static str> {
+    let explained = engine.explain(&request(user, query, k)).unwrap();
+    explained.trace.lists.iter().map(|l| l.path).collect()
+}
+
 fn search(engine: &mut Engine, user: &str, query: &str, k: usize) -> aril_engine::SearchResponse {
-    engine
-        .search(&SearchRequest {
-            filter: ScopeFilter::user(user),
-            query: query.into(),
-            k: Some(k),
-            budget: None,
-            asked_at: None,
-            condition: None,
-            threshold: None,
-        })
-        .unwrap()
+    engine.search(&request(user, query, k)).unwrap()
 }
 
 /// The real embedder, counting the sequences it embeds.
@@ -565,18 +574,7 @@ fn a_counting_question_is_searched_again_without_its_counting_words(place: &Plac
             .is_some_and(|t| t.ends_with("I still have to return the boots to Zara.")),
         "{counted:?}"
     );
-    let explained = engine
-        .explain(&SearchRequest {
-            filter: ScopeFilter::user("u"),
-            query: question.into(),
-            k: Some(4),
-            budget: None,
-            asked_at: None,
-            condition: None,
-            threshold: None,
-        })
-        .unwrap();
-    let paths: Vec<&str> = explained.trace.lists.iter().map(|l| l.path).collect();
+    let paths = explained_paths(&mut engine, "u", question, 4);
     assert!(paths.contains(&"counting focus: dense"), "{paths:?}");
     // A question that counts nothing, or only measures time, gets no counting lists.
     for plain in [
@@ -613,18 +611,7 @@ fn a_question_about_my_age_finds_where_i_said_it(place: &Place) {
     let aged = voted(&found);
     assert_eq!(aged.len(), 1, "{:?}", found.results);
     assert!(aged[0].ends_with("so my skin has changed a lot, any cream you'd suggest?"));
-    let explained = engine
-        .explain(&SearchRequest {
-            filter: ScopeFilter::user("u"),
-            query: question.into(),
-            k: Some(5),
-            budget: None,
-            asked_at: None,
-            condition: None,
-            threshold: None,
-        })
-        .unwrap();
-    let paths: Vec<&str> = explained.trace.lists.iter().map(|l| l.path).collect();
+    let paths = explained_paths(&mut engine, "u", question, 5);
     assert!(paths.contains(&"age focus: dense"), "{paths:?}");
     // A question about someone else's age, or about no age, gets no age lists.
     for plain in ["How old is my mom?", "When is Rachel getting married?"] {
