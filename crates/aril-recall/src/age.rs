@@ -64,8 +64,9 @@ pub fn asks_own_age(question: &str) -> bool {
         || (holds_any(&words, &["how old"]) && words.iter().any(|w| ASKER.contains(&w.as_str())))
 }
 
-/// Whether `text` (a turn of the user's) states the speaker's age: a number from 10 to 110 said
-/// as "I'm 32", "I just turned 32" or "I'm 32 years old", not "I'm 5 minutes away".
+/// Whether `text` (a turn of the user's) states an age: a number from 10 to 110 said as "I'm
+/// 32" or "I just turned 32" (not "I'm 5 minutes away"), or before "years old", which may be
+/// someone else's ("my son is 12 years old" passes too; "my mom is 55" does not).
 pub fn states_own_age(text: &str) -> bool {
     let words = words(text);
     (0..words.len()).any(|i| {
