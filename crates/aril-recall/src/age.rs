@@ -2,7 +2,8 @@
 //! I be when my friend Rachel gets married?", "How much older am I than …"). Their answer takes
 //! a second fact the question does not word: the user's age, said once in passing in some other
 //! session ("I just turned 32 last month", "I'm 32, so I'm in my 30s"), a turn that shares no
-//! word with the question. The age focus lists the user's turns that state an age of their own.
+//! word with the question. The age focus lists the user's turns that state an age (their own,
+//! most often).
 //!
 //! What it deliberately does not do: compute an age or read the ages of others ("my mom is 55":
 //! a question that names them finds them by their names); look at a question that does not speak
@@ -15,7 +16,7 @@ use crate::cues::{holds_any, phrase_len_at, words};
 /// without a number, so that no age is preferred to another.
 pub const AGE_STATEMENT: &str = "how old I am: I am years old, I just turned, someone my age";
 
-/// The ages [`states_own_age`] accepts.
+/// The ages [`states_an_age`] accepts.
 const AGES: std::ops::RangeInclusive<u32> = 10..=110;
 
 /// Phrases that ask about the asker's own age.
@@ -67,7 +68,7 @@ pub fn asks_own_age(question: &str) -> bool {
 /// Whether `text` (a turn of the user's) states an age: a number from 10 to 110 said as "I'm
 /// 32" or "I just turned 32" (not "I'm 5 minutes away"), or before "years old", which may be
 /// someone else's ("my son is 12 years old" passes too; "my mom is 55" does not).
-pub fn states_own_age(text: &str) -> bool {
+pub fn states_an_age(text: &str) -> bool {
     let words = words(text);
     (0..words.len()).any(|i| {
         let Some(n) = words[i].parse::<u32>().ok() else {
@@ -124,7 +125,7 @@ mod tests {
             "I'm currently 32 years old, so I want products suited to my skin.",
             "Being a 45-year-old runner is hard.",
         ] {
-            assert!(states_own_age(text), "{text}");
+            assert!(states_an_age(text), "{text}");
         }
         for text in [
             "I'm 5 minutes away from the station.",
@@ -133,7 +134,7 @@ mod tests {
             "My mom is 55 and my dad is 58.",
             "I bought 32 plants in 2023.",
         ] {
-            assert!(!states_own_age(text), "{text}");
+            assert!(!states_an_age(text), "{text}");
         }
     }
 }

@@ -90,7 +90,7 @@ pub struct RecallConfig {
     /// (docs/benchmarks-history.md): the counting words draw turns that count something else.
     pub w_counting: f32,
     /// Weight of the age focus ([`crate::age`]): a question about the asker's own age ("How old
-    /// was I when …") gets lists of the user's turns that state an age of their own ("I just
+    /// was I when …") gets lists of the user's turns that state an age ("I just
     /// turned 32"), fused beside its own lists. 0 turns it off. Measured on LongMemEval dev and
     /// dev2 (docs/benchmarks-history.md): the age is said in passing in another session, in no
     /// word of the question.

@@ -831,7 +831,7 @@ impl Recall<'_> {
 
     /// Age focus ([`crate::age`]): for a question about the asker's own age, the dense, BM25 and
     /// window turn lists for how people state their age (`focus_depth` times deeper), each
-    /// keeping the user's turns that state an age of their own.
+    /// keeping the user's turns that state an age.
     fn age_focus(
         &self,
         filter: &ScopeFilter,
@@ -842,7 +842,7 @@ impl Recall<'_> {
             return Ok(FocusLists::default());
         }
         self.restricted_lists(filter, crate::age::AGE_STATEMENT, read, |t| {
-            t.turn.role == Role::User && crate::age::states_own_age(&t.turn.text)
+            t.turn.role == Role::User && crate::age::states_an_age(&t.turn.text)
         })
     }
 
