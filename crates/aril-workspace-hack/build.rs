@@ -1,0 +1,2 @@
+//! Empty: a build script makes cargo honour the `[build-dependencies]` the hack unifies.
+fn main() {}
