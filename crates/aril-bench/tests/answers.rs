@@ -69,7 +69,7 @@ fn a_real_model_answers_and_judges_and_every_call_is_counted() {
 }
 
 #[test]
-fn with_the_audit_answers_are_also_scored_against_its_corrected_answers() {
+fn with_the_audit_a_real_model_answers_are_also_scored_against_its_corrected_answers() {
     let dir = tempfile::tempdir().unwrap();
     let (_server, mut options) = answered_by_the_tiny_model(
         Benchmark::Locomo,

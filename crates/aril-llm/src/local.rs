@@ -3,7 +3,8 @@
 //! the cache this module looks in; `ARIL_LLAMA_SERVER` and `ARIL_LLAMA_MODEL` point elsewhere.
 //!
 //! Two servers on one small machine slow each other down many times over (their threads spin), so
-//! tests that start one run one at a time: `.config/nextest.toml` groups them by name.
+//! tests that start one run one at a time: `.config/nextest.toml` groups them by name, and under
+//! nextest [`LocalServer::from_cache`] refuses a test outside that group.
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader};
@@ -22,6 +23,8 @@ const LLAMA_SERVER: &str = "llama-server/llama-server";
 const SMOLLM2: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 /// How many of the server's last stderr lines an error shows.
 const LAST_LINES: usize = 15;
+/// The nextest test group (`.config/nextest.toml`) whose tests may start a cached server.
+const TEST_GROUP: &str = "local-llm";
 
 /// A running `llama-server`.
 pub struct LocalServer {
@@ -63,6 +66,17 @@ impl LocalServer {
     }
 
     fn cached(extra: &[&str]) -> Result<Self, LlmError> {
+        // Under nextest, a test outside the group would run beside another test's server: it is
+        // refused by name instead of slowing both down many times over.
+        if let Ok(group) = std::env::var("NEXTEST_TEST_GROUP")
+            && group != TEST_GROUP
+        {
+            return Err(LlmError::Config(format!(
+                "this test starts a llama-server but runs in nextest's test group `{group}`, not \
+                 `{TEST_GROUP}`: put real_model, real_server or local_model in its name \
+                 (.config/nextest.toml)"
+            )));
+        }
         let cache = aril_core::cache_root();
         let server = located("ARIL_LLAMA_SERVER", cache.join(LLAMA_SERVER))?;
         let model = located("ARIL_LLAMA_MODEL", cache.join("models").join(SMOLLM2))?;
