@@ -44,6 +44,20 @@ fn located(var: &str, default: PathBuf) -> Result<PathBuf, LlmError> {
     }
 }
 
+/// Under nextest (which names each test's group in `NEXTEST_TEST_GROUP`), a test outside the
+/// local-model group would run beside another test's server: it is refused by name instead of
+/// slowing both down many times over. Outside nextest there is no group to check.
+fn in_the_test_group(group: Option<&str>) -> Result<(), LlmError> {
+    match group {
+        Some(group) if group != TEST_GROUP => Err(LlmError::Config(format!(
+            "this test starts a llama-server but runs in nextest's test group `{group}`, not \
+             `{TEST_GROUP}`: put real_model, real_server or local_model in its name \
+             (.config/nextest.toml)"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 impl LocalServer {
     /// A client for this server with default options and a ledger of its own.
     pub fn client(&self) -> Result<OpenAiClient, LlmError> {
@@ -66,17 +80,7 @@ impl LocalServer {
     }
 
     fn cached(extra: &[&str]) -> Result<Self, LlmError> {
-        // Under nextest, a test outside the group would run beside another test's server: it is
-        // refused by name instead of slowing both down many times over.
-        if let Ok(group) = std::env::var("NEXTEST_TEST_GROUP")
-            && group != TEST_GROUP
-        {
-            return Err(LlmError::Config(format!(
-                "this test starts a llama-server but runs in nextest's test group `{group}`, not \
-                 `{TEST_GROUP}`: put real_model, real_server or local_model in its name \
-                 (.config/nextest.toml)"
-            )));
-        }
+        in_the_test_group(std::env::var("NEXTEST_TEST_GROUP").ok().as_deref())?;
         let cache = aril_core::cache_root();
         let server = located("ARIL_LLAMA_SERVER", cache.join(LLAMA_SERVER))?;
         let model = located("ARIL_LLAMA_MODEL", cache.join("models").join(SMOLLM2))?;
@@ -216,5 +220,21 @@ impl Drop for LocalServer {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_local_model_group_may_start_the_cached_server() {
+        assert!(in_the_test_group(Some(TEST_GROUP)).is_ok());
+        assert!(in_the_test_group(None).is_ok(), "cargo test names no group");
+        let refused = in_the_test_group(Some("@global")).unwrap_err().to_string();
+        assert!(
+            refused.contains("@global") && refused.contains("real_model"),
+            "{refused}"
+        );
     }
 }
