@@ -85,6 +85,9 @@ fn as_asked(question: &str) -> PlanPath {
 #[derive(Debug, Clone)]
 pub struct PlanConfig {
     pub max_paths: usize,
+    /// The reply's token cap. The default leaves room for the largest reply the schema admits
+    /// for `max_paths` paths (a test holds it there): a reply cut off by the cap is not a plan,
+    /// and costs a repair call.
     pub max_tokens: u32,
 }
 
@@ -92,7 +95,7 @@ impl Default for PlanConfig {
     fn default() -> Self {
         Self {
             max_paths: 4,
-            max_tokens: 600,
+            max_tokens: 1024,
         }
     }
 }
@@ -264,5 +267,57 @@ mod tests {
             )],
         };
         assert_eq!(plan.clone().with_question(question), plan);
+    }
+
+    /// The largest instance `schema` admits (every array at its most items, every string at its
+    /// longest, of English words), for the reply schemas aril writes.
+    fn largest(schema: &serde_json::Value) -> serde_json::Value {
+        use serde_json::{Value, json};
+        if let Some(options) = schema["anyOf"].as_array() {
+            return options
+                .iter()
+                .map(largest)
+                .max_by_key(|v| v.to_string().len())
+                .unwrap_or(Value::Null);
+        }
+        if let Some(options) = schema["enum"].as_array() {
+            return json!(options[0]);
+        }
+        match schema["type"].as_str() {
+            Some("object") => Value::Object(
+                schema["properties"]
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .map(|(k, v)| (k.clone(), largest(v)))
+                    .collect(),
+            ),
+            Some("array") => {
+                let n = schema["maxItems"].as_u64().unwrap_or(1) as usize;
+                Value::Array(vec![largest(&schema["items"]); n])
+            }
+            Some("string") => {
+                let len = schema["maxLength"].as_u64().unwrap_or(10) as usize;
+                let words = "the book my sister recommended before our trip to Lisbon in May ";
+                json!(words.repeat(len / words.len() + 1)[..len].to_string())
+            }
+            _ => Value::Null,
+        }
+    }
+
+    #[test]
+    fn the_default_token_cap_holds_the_largest_reply_the_schema_admits() {
+        let config = PlanConfig::default();
+        let reply = largest(&reply_schema(config.max_paths)).to_string();
+        let parsed: crate::schema::Reply = serde_json::from_str(&reply).expect("a reply");
+        assert_eq!(parsed.paths.len(), config.max_paths);
+        // o200k tokens, with a quarter more for a model whose vocabulary is smaller.
+        let tokens = aril_core::tokens::count(&reply);
+        assert!(
+            tokens * 5 / 4 <= config.max_tokens as usize,
+            "{tokens} tokens ({} chars) against a cap of {}",
+            reply.len(),
+            config.max_tokens
+        );
     }
 }
