@@ -612,7 +612,7 @@ fn a_question_about_my_age_finds_where_i_said_it(place: &Place) {
     assert_eq!(aged.len(), 1, "{:?}", found.results);
     assert!(aged[0].ends_with("so my skin has changed a lot, any cream you'd suggest?"));
     let paths = explained_paths(&mut engine, "u", question, 5);
-    assert!(paths.contains(&"age focus: dense"), "{paths:?}");
+    assert!(paths.contains(&"age focus: statements"), "{paths:?}");
     // A question about someone else's age, or about no age, gets no age lists.
     for plain in ["How old is my mom?", "When is Rachel getting married?"] {
         let found = search(&mut engine, "u", plain, 5);

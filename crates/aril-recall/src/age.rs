@@ -3,7 +3,8 @@
 //! a second fact the question does not word: the user's age, said once in passing in some other
 //! session ("I just turned 32 last month", "I'm 32, so I'm in my 30s"), a turn that shares no
 //! word with the question. The age focus lists the user's turns that state an age (their own,
-//! most often).
+//! most often), found by three searches for how people state one; a statement any of them finds
+//! gets the focus's whole vote, since the filter, not the search, says what it is.
 //!
 //! What it deliberately does not do: compute an age or read the ages of others ("my mom is 55":
 //! a question that names them finds them by their names); look at a question that does not speak

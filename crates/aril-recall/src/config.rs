@@ -90,10 +90,11 @@ pub struct RecallConfig {
     /// (docs/benchmarks-history.md): the counting words draw turns that count something else.
     pub w_counting: f32,
     /// Weight of the age focus ([`crate::age`]): a question about the asker's own age ("How old
-    /// was I when …") gets lists of the user's turns that state an age ("I just
-    /// turned 32"), fused beside its own lists. 0 turns it off. Measured on LongMemEval dev and
-    /// dev2 (docs/benchmarks-history.md): the age is said in passing in another session, in no
-    /// word of the question.
+    /// was I when …") gets one list of the user's turns that state an age ("I just turned
+    /// 32"), found by three searches, fused beside its own lists. 0 turns it off. Measured on
+    /// LongMemEval dev and dev2 (docs/benchmarks-history.md): the age is said in passing in
+    /// another session, in no word of the question. 6 is the three lists' 2 each from before
+    /// they were one.
     pub w_age: f32,
 }
 
@@ -143,7 +144,7 @@ impl Default for RecallConfig {
             filtered_depth_max: 4096,
             segments: SegmentUse::RankTurns,
             w_counting: 1.0,
-            w_age: 2.0,
+            w_age: 6.0,
         }
     }
 }

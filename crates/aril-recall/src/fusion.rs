@@ -45,9 +45,42 @@ pub fn rrf_ranked<T: Clone + Eq + Hash>(lists: &[(&[(T, usize)], f32)], k: f32) 
     fused.into_iter().map(|(t, s, _)| (t, s)).collect()
 }
 
+/// One list of every item `lists` hold (items with the same `key` are one), each at its best
+/// rank in any of them, best first; equal ranks in the order of their keys. For lists that only
+/// *find* candidates which a filter then admits: the age focus's searches, where what matters is
+/// that a statement was found, not which search found it or how many did.
+pub(crate) fn best_rank_union<T: Clone, K: Ord + Hash>(
+    lists: &[&[T]],
+    key: impl Fn(&T) -> K,
+) -> Vec<T> {
+    let mut best: HashMap<K, (usize, T)> = HashMap::new();
+    for list in lists {
+        for (rank, item) in list.iter().enumerate() {
+            let entry = best
+                .entry(key(item))
+                .or_insert_with(|| (rank, item.clone()));
+            entry.0 = entry.0.min(rank);
+        }
+    }
+    let mut union: Vec<(K, usize, T)> = best.into_iter().map(|(k, (r, t))| (k, r, t)).collect();
+    union.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
+    union.into_iter().map(|(_, _, t)| t).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_union_keeps_each_item_once_at_its_best_rank() {
+        let dense = ["a", "b", "c"];
+        let lexical = ["c", "d"];
+        let none: [&str; 0] = [];
+        let union = best_rank_union(&[&dense, &lexical, &none], |s| s.to_string());
+        // a and c are first somewhere (a before c by key), b and d second.
+        assert_eq!(union, ["a", "c", "b", "d"]);
+        assert!(best_rank_union(&[&none], |s: &&str| s.to_string()).is_empty());
+    }
 
     #[test]
     fn agreement_beats_a_single_first_place() {

@@ -684,9 +684,7 @@ impl Recall<'_> {
                 r.w_counting,
                 false,
             ),
-            path("age focus: dense", &age.dense, r.w_age, false),
-            path("age focus: BM25", &age.lexical, r.w_age, false),
-            path("age focus: windows", &age.windows, r.w_age, false),
+            path("age focus: statements", &age, r.w_age, false),
         ];
         let lists = paths
             .iter()
@@ -829,21 +827,28 @@ impl Recall<'_> {
         }
     }
 
-    /// Age focus ([`crate::age`]): for a question about the asker's own age, the dense, BM25 and
-    /// window turn lists for how people state their age (`focus_depth` times deeper), each
-    /// keeping the user's turns that state an age.
+    /// Age focus ([`crate::age`]): for a question about the asker's own age, the user's turns
+    /// that state an age, found by the dense, BM25 and window turn lists for how people state
+    /// their age (`focus_depth` times deeper), as one list: each at its best rank in any of them.
+    /// Which search found a statement says nothing of it ("I'm 32, so I'm in my 30s" shares no
+    /// word with the searched text, and only the dense list finds it), so every statement found
+    /// gets the focus's whole vote.
     fn age_focus(
         &self,
         filter: &ScopeFilter,
         query: &str,
         read: &mut TurnsById,
-    ) -> Result<FocusLists, RecallError> {
+    ) -> Result<Vec<Hit>, RecallError> {
         if self.config.w_age <= 0.0 || !crate::age::asks_own_age(query) {
-            return Ok(FocusLists::default());
+            return Ok(Vec::new());
         }
-        self.restricted_lists(filter, crate::age::AGE_STATEMENT, read, |t| {
+        let found = self.restricted_lists(filter, crate::age::AGE_STATEMENT, read, |t| {
             t.turn.role == Role::User && crate::age::states_an_age(&t.turn.text)
-        })
+        })?;
+        Ok(crate::fusion::best_rank_union(
+            &[&found.dense, &found.lexical, &found.windows],
+            |h| h.unit.clone(),
+        ))
     }
 
     /// The dense, BM25 and window turn lists for `asked`, searched `focus_depth` times deeper
