@@ -273,15 +273,17 @@ mod tests {
     /// longest, of English words), for the reply schemas aril writes.
     fn largest(schema: &serde_json::Value) -> serde_json::Value {
         use serde_json::{Value, json};
-        if let Some(options) = schema["anyOf"].as_array() {
-            return options
-                .iter()
-                .map(largest)
+        let longest = |values: Vec<Value>| {
+            values
+                .into_iter()
                 .max_by_key(|v| v.to_string().len())
-                .unwrap_or(Value::Null);
+                .unwrap_or(Value::Null)
+        };
+        if let Some(options) = schema["anyOf"].as_array() {
+            return longest(options.iter().map(largest).collect());
         }
         if let Some(options) = schema["enum"].as_array() {
-            return json!(options[0]);
+            return longest(options.clone());
         }
         match schema["type"].as_str() {
             Some("object") => Value::Object(
@@ -297,6 +299,7 @@ mod tests {
                 Value::Array(vec![largest(&schema["items"]); n])
             }
             Some("string") => {
+                // Unbounded strings here are the dates (`YYYY-MM-DD`, 10 characters).
                 let len = schema["maxLength"].as_u64().unwrap_or(10) as usize;
                 let words = "the book my sister recommended before our trip to Lisbon in May ";
                 json!(words.repeat(len / words.len() + 1)[..len].to_string())
